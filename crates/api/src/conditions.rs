@@ -1,0 +1,14 @@
+//! Condition types and reasons written on provider objects.
+
+/// Preflight checks passed (uniqueness, version format, fetch config, contract, core ready).
+pub const PREFLIGHT_CHECK_PASSED: &str = "PreflightCheckPassed";
+/// The components of spec.version are installed with the current configuration.
+pub const PROVIDER_INSTALLED: &str = "ProviderInstalled";
+/// The last version change was carried out.
+pub const PROVIDER_UPGRADED: &str = "ProviderUpgraded";
+/// The provider's Deployments are available.
+pub const READY: &str = "Ready";
+/// The provider is paused.
+pub const PAUSED: &str = "Paused";
+/// Deletion progress, or what blocks it.
+pub const DELETING: &str = "Deleting";

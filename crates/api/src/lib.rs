@@ -1,0 +1,38 @@
+//! Provider API of the operator: seven provider kinds in `management.cluster.x-k8s.io/v1alpha1`
+//! sharing one [`ProviderSpec`] and one [`ProviderStatus`], their CRDs, and the normalization of
+//! the shorthand forms the specification's examples use.
+
+pub mod conditions;
+pub mod crd;
+pub mod image;
+pub mod kinds;
+pub mod normalize;
+pub mod spec;
+pub mod status;
+
+pub use image::{ContainerImage, ImageMeta};
+pub use kinds::{
+    AddonProvider, AnyProvider, BootstrapProvider, ControlPlaneProvider, CoreProvider,
+    IPAMProvider, InfrastructureProvider, Provider, ProviderType, RuntimeExtensionProvider,
+};
+pub use spec::*;
+pub use status::ProviderStatus;
+
+/// API group of the provider kinds.
+pub const GROUP: &str = "management.cluster.x-k8s.io";
+/// API version of the provider kinds.
+pub const VERSION: &str = "v1alpha1";
+/// kubectl category listing every provider kind (`kubectl get capi-providers -A`).
+pub const CATEGORY: &str = "capi-providers";
+
+/// Annotation marking a provider as managed by something else; the operator leaves it alone.
+pub const MANAGED_BY_ANNOTATION: &str = "cluster.x-k8s.io/managed-by";
+/// Annotation on a paused provider's Deployments keeping their replica count.
+pub const ORIGINAL_REPLICAS_ANNOTATION: &str =
+    "management.cluster.x-k8s.io/original-controller-replicas";
+/// Finalizer the operator puts on provider objects.
+pub const FINALIZER: &str = "management.cluster.x-k8s.io/provider";
+/// Label on ConfigMaps naming the version they hold.
+pub const CONFIGMAP_VERSION_LABEL: &str = "provider.cluster.x-k8s.io/version";
+/// Annotation on ConfigMaps whose components are gzip-compressed in binaryData.
+pub const CONFIGMAP_COMPRESSED_ANNOTATION: &str = "provider.cluster.x-k8s.io/compressed";

@@ -1,0 +1,45 @@
+//! The shared `ProviderStatus`.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Serialize};
+
+/// Observed state of a provider.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderStatus {
+    /// Cluster API contract the installed release abides by (from its metadata.yaml), e.g. v1beta2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<String>,
+    /// Conditions: PreflightCheckPassed, ProviderInstalled, ProviderUpgraded, Paused, Ready,
+    /// Deleting.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+    /// The metadata.generation the status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Version of the release currently installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_version: Option<String>,
+}
+
+impl ProviderStatus {
+    /// The condition of the given type, if present.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// Whether the condition of the given type is present with status "True".
+    pub fn is_true(&self, type_: &str) -> bool {
+        self.condition(type_).is_some_and(|c| c.status == "True")
+    }
+}
+
+// Conditions form a list keyed by type so server-side apply merges them entry by entry.
+fn conditions_schema(generator: &mut SchemaGenerator) -> Schema {
+    let mut schema = <Vec<Condition>>::json_schema(generator);
+    schema.insert("x-kubernetes-list-type".into(), "map".into());
+    schema.insert("x-kubernetes-list-map-keys".into(), serde_json::json!(["type"]));
+    schema
+}

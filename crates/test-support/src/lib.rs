@@ -1,0 +1,213 @@
+//! Test support: a client for the project's local control plane.
+//!
+//! Integration tests call [`cluster`] to get the [`TestCluster`]. When `CAPI_TEST_KUBECONFIG`
+//! names a kubeconfig (as `make test` does after `make cluster-up`), that cluster is used;
+//! otherwise the first call starts a private cluster with `e2e/scripts/cluster-up.sh`, shared by
+//! every test of this test binary and stopped automatically when the binary exits. The ordinary
+//! `KUBECONFIG` is ignored on purpose, so tests never touch a real cluster by accident.
+//!
+//! Each test gets its own namespace from [`TestCluster::namespace`].
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    sync::{
+        OnceLock,
+        atomic::{AtomicU32, Ordering},
+    },
+    time::Duration,
+};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{
+    Api, Client, Config,
+    api::{DeleteParams, PostParams},
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+/// Errors of the test support.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The cluster could not be started.
+    #[error("starting the local control plane failed: {0}")]
+    Start(String),
+    /// The kubeconfig could not be read.
+    #[error("reading kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// Its path.
+        path: PathBuf,
+        /// Why.
+        source: kube::config::KubeconfigError,
+    },
+    /// A Kubernetes API call failed.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+}
+
+/// A running local control plane.
+#[derive(Debug)]
+pub struct TestCluster {
+    kubeconfig: PathBuf,
+}
+
+static CLUSTER: OnceLock<Result<TestCluster, String>> = OnceLock::new();
+static NS_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// Root of the workspace (two levels above this crate).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+}
+
+/// The `shared/` directory beside the project (`CAPI_SHARED_DIR` overrides it), if present.
+pub fn shared_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("CAPI_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("../shared"));
+    dir.is_dir().then_some(dir)
+}
+
+/// The cluster for this test binary, started on first use.
+pub fn cluster() -> Result<&'static TestCluster, Error> {
+    CLUSTER
+        .get_or_init(start_or_attach)
+        .as_ref()
+        .map_err(|e| Error::Start(e.clone()))
+}
+
+fn start_or_attach() -> Result<TestCluster, String> {
+    if let Some(kc) = std::env::var_os("CAPI_TEST_KUBECONFIG") {
+        return Ok(TestCluster {
+            kubeconfig: PathBuf::from(kc),
+        });
+    }
+    let script = workspace_root().join("e2e/scripts/cluster-up.sh");
+    let dir = std::env::temp_dir().join(format!(
+        "capi-test-cluster-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or_default()
+    ));
+    let out = Command::new(&script)
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--watch-pid")
+        .arg(std::process::id().to_string())
+        .output()
+        .map_err(|e| format!("running {}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    Ok(TestCluster {
+        kubeconfig: PathBuf::from(path),
+    })
+}
+
+impl TestCluster {
+    /// Path of the admin kubeconfig.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// A new client. Create one per test: a client is bound to the Tokio runtime that made it,
+    /// and every `#[tokio::test]` has its own runtime.
+    pub async fn client(&self) -> Result<Client, Error> {
+        let kc = Kubeconfig::read_from(&self.kubeconfig).map_err(|source| Error::Kubeconfig {
+            path: self.kubeconfig.clone(),
+            source,
+        })?;
+        let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .map_err(|source| Error::Kubeconfig {
+                path: self.kubeconfig.clone(),
+                source,
+            })?;
+        config.read_timeout = Some(Duration::from_secs(60));
+        Ok(Client::try_from(config)?)
+    }
+
+    /// A fresh namespace `<prefix>-<pid>-<n>` for one test; deleted by [`TestNamespace::cleanup`].
+    pub async fn namespace(&self, client: &Client, prefix: &str) -> Result<TestNamespace, Error> {
+        let n = NS_COUNTER.fetch_add(1, Ordering::SeqCst);
+        let name = format!("{prefix}-{}-{n}", std::process::id());
+        let api: Api<Namespace> = Api::all(client.clone());
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": { "name": name, "labels": { "capi-test": "true" } }
+        }))
+        .map_err(|e| Error::Start(e.to_string()))?;
+        api.create(&PostParams::default(), &ns).await?;
+        Ok(TestNamespace {
+            name,
+            client: client.clone(),
+        })
+    }
+
+    /// Runs kubectl (the one built with the control plane, or the one on PATH) against this
+    /// cluster and returns (success, stdout, stderr).
+    pub fn kubectl(&self, args: &[&str]) -> std::io::Result<(bool, String, String)> {
+        let bin = self
+            .kubeconfig
+            .parent()
+            .and_then(|_| std::env::var_os("CAPI_KUBECTL"))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("kubectl"));
+        let out = Command::new(bin)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+}
+
+/// A namespace owned by one test.
+pub struct TestNamespace {
+    /// Its name.
+    pub name: String,
+    client: Client,
+}
+
+impl TestNamespace {
+    /// Deletes the namespace (in the background; the apiserver finishes it).
+    pub async fn cleanup(self) -> Result<(), Error> {
+        let api: Api<Namespace> = Api::all(self.client);
+        match api.delete(&self.name, &DeleteParams::background()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Polls `check` every 200 ms until it returns `Some`, or gives up after `timeout`.
+pub async fn wait_for<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
