@@ -139,6 +139,7 @@ start kwok "$bindir/kwok" --kubeconfig kubeconfig \
   --server-address "127.0.0.1:${KWOK_PORT}" --node-ip 127.0.0.1 --cidr 10.0.1.0/24 \
   --config "$here/kwok-stages.yaml"
 
+ln -sf "$bindir/kubectl" kubectl
 kubectl=("$bindir/kubectl" --kubeconfig kubeconfig)
 "${kubectl[@]}" apply -f "$here/kwok-node.yaml" >&2
 

@@ -45,7 +45,10 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
     }
     let mut status = schema_of::<ProviderStatus>()?;
     if let Value::Object(m) = &mut status {
-        m.insert("description".into(), json!("Observed state of the provider."));
+        m.insert(
+            "description".into(),
+            json!("Observed state of the provider."),
+        );
     }
     let kind = t.kind();
     let doc = json!({

@@ -107,7 +107,11 @@ mod tests {
     fn splits_references() {
         assert_eq!(
             split_reference("gcr.io/myregistry/capa-controller:v0.6.0-foo"),
-            meta(Some("gcr.io/myregistry"), Some("capa-controller"), Some("v0.6.0-foo"))
+            meta(
+                Some("gcr.io/myregistry"),
+                Some("capa-controller"),
+                Some("v0.6.0-foo")
+            )
         );
         assert_eq!(
             split_reference("localhost:5000/capi:v1"),
@@ -117,7 +121,10 @@ mod tests {
             split_reference("localhost:5000/capi"),
             meta(Some("localhost:5000"), Some("capi"), None)
         );
-        assert_eq!(split_reference("busybox"), meta(None, Some("busybox"), None));
+        assert_eq!(
+            split_reference("busybox"),
+            meta(None, Some("busybox"), None)
+        );
         assert_eq!(
             split_reference("r.io/a/b@sha256:abc"),
             meta(Some("r.io/a"), Some("b"), Some("@sha256:abc"))

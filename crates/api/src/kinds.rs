@@ -292,7 +292,9 @@ pub enum NotAProvider {
     #[error("apiVersion {0:?} is not {GROUP}/{VERSION}")]
     ApiVersion(String),
     /// kind is not one of the seven provider kinds.
-    #[error("kind {0:?} is not a provider kind (CoreProvider, BootstrapProvider, ControlPlaneProvider, InfrastructureProvider, IPAMProvider, RuntimeExtensionProvider, AddonProvider)")]
+    #[error(
+        "kind {0:?} is not a provider kind (CoreProvider, BootstrapProvider, ControlPlaneProvider, InfrastructureProvider, IPAMProvider, RuntimeExtensionProvider, AddonProvider)"
+    )]
     Kind(String),
     /// The object does not match the schema.
     #[error("invalid provider object: {0}")]
@@ -302,7 +304,10 @@ pub enum NotAProvider {
 impl AnyProvider {
     /// Reads a provider object of any kind from its JSON value.
     pub fn from_value(value: serde_json::Value) -> Result<AnyProvider, NotAProvider> {
-        let api_version = value.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("");
+        let api_version = value
+            .get("apiVersion")
+            .and_then(|v| v.as_str())
+            .unwrap_or("");
         if api_version != api_version_str() {
             return Err(NotAProvider::ApiVersion(api_version.to_string()));
         }

@@ -95,7 +95,10 @@ mod tests {
         let m = n.manager.clone().unwrap_or_default();
         assert_eq!(m.sync_period, Some(IntOrString::String("660s".into())));
         assert_eq!(m.metrics_address, None);
-        assert_eq!(m.metrics.and_then(|x| x.bind_address).as_deref(), Some(":8181"));
+        assert_eq!(
+            m.metrics.and_then(|x| x.bind_address).as_deref(),
+            Some(":8181")
+        );
         let c = &n.deployment.clone().unwrap_or_default().containers[0];
         assert_eq!(
             c.image,
@@ -106,8 +109,14 @@ mod tests {
             }))
         );
         let args = c.args.clone().unwrap_or_default();
-        assert_eq!(args["awscluster-concurrency"], IntOrString::String("12".into()));
-        assert_eq!(args["awsmachine-concurrency"], IntOrString::String("11".into()));
+        assert_eq!(
+            args["awscluster-concurrency"],
+            IntOrString::String("12".into())
+        );
+        assert_eq!(
+            args["awsmachine-concurrency"],
+            IntOrString::String("11".into())
+        );
         // Normalizing twice changes nothing more.
         assert_eq!(n.normalized(), n);
         Ok(())
@@ -128,7 +137,10 @@ mod tests {
             ..Default::default()
         };
         let m = spec.normalized().manager.unwrap_or_default();
-        assert_eq!(m.metrics.and_then(|x| x.bind_address).as_deref(), Some(":2"));
+        assert_eq!(
+            m.metrics.and_then(|x| x.bind_address).as_deref(),
+            Some(":2")
+        );
         assert_eq!(m.sync_period, Some(IntOrString::String("5m".into())));
     }
 

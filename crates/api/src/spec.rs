@@ -43,7 +43,8 @@ pub struct ProviderSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_namespace: Option<String>,
 
-    /// Where to fetch the provider's release (components and metadata.yaml). When absent, the
+    /// Where to fetch the provider's release (components and metadata.yaml): exactly one of
+    /// url, selector or oci. Used when installing and upgrading. When absent, the
     /// operator uses the built-in repository of the provider's kind and name, as clusterctl
     /// does (an InfrastructureProvider named aws fetches kubernetes-sigs/cluster-api-provider-aws).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -75,6 +76,7 @@ pub struct ProviderSpec {
     /// Settings for Deployments of the provider other than its main controller, keyed by
     /// Deployment name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 32))]
     pub additional_deployments: BTreeMap<String, AdditionalDeployment>,
 }
 
@@ -99,7 +101,11 @@ pub struct ManagerSpec {
     pub cache_namespace: Option<String>,
 
     /// Time given to runnables to stop before the manager exits, as a duration.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "gracefulShutDown")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "gracefulShutDown"
+    )]
     pub graceful_shutdown: Option<String>,
 
     /// Metrics endpoint of the manager.

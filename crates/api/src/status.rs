@@ -40,6 +40,9 @@ impl ProviderStatus {
 fn conditions_schema(generator: &mut SchemaGenerator) -> Schema {
     let mut schema = <Vec<Condition>>::json_schema(generator);
     schema.insert("x-kubernetes-list-type".into(), "map".into());
-    schema.insert("x-kubernetes-list-map-keys".into(), serde_json::json!(["type"]));
+    schema.insert(
+        "x-kubernetes-list-map-keys".into(),
+        serde_json::json!(["type"]),
+    );
     schema
 }

@@ -39,6 +39,9 @@ pub enum Error {
         /// Why.
         source: kube::config::KubeconfigError,
     },
+    /// A kubectl command failed.
+    #[error("{0}")]
+    Kubectl(String),
     /// A Kubernetes API call failed.
     #[error(transparent)]
     Kube(#[from] kube::Error),
@@ -153,18 +156,22 @@ impl TestCluster {
         })
     }
 
-    /// Runs kubectl (the one built with the control plane, or the one on PATH) against this
-    /// cluster and returns (success, stdout, stderr).
+    /// Runs kubectl against this cluster and returns (success, stdout, stderr). It uses the
+    /// kubectl built with the control plane (linked beside the kubeconfig), else
+    /// `CAPI_KUBECTL`, else the one on PATH, with a private discovery cache so new CRDs are
+    /// seen at once.
     pub fn kubectl(&self, args: &[&str]) -> std::io::Result<(bool, String, String)> {
-        let bin = self
-            .kubeconfig
-            .parent()
-            .and_then(|_| std::env::var_os("CAPI_KUBECTL"))
-            .map(PathBuf::from)
+        let beside = self.kubeconfig.parent().map(|d| d.join("kubectl"));
+        let bin = beside
+            .filter(|p| p.exists())
+            .or_else(|| std::env::var_os("CAPI_KUBECTL").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("kubectl"));
+        let cache = std::env::temp_dir().join(format!("capi-kubectl-cache-{}", std::process::id()));
         let out = Command::new(bin)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&cache)
             .args(args)
             .output()?;
         Ok((
@@ -172,6 +179,60 @@ impl TestCluster {
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         ))
+    }
+
+    /// Runs kubectl and fails with its stderr unless it succeeds; returns stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> Result<String, Error> {
+        let (ok, out, err) = self
+            .kubectl(args)
+            .map_err(|e| Error::Start(format!("running kubectl: {e}")))?;
+        if ok {
+            Ok(out)
+        } else {
+            Err(Error::Kubectl(format!("kubectl {}: {err}", args.join(" "))))
+        }
+    }
+
+    /// Installs the operator's CRDs (`manifests/crds`) and waits until they are Established.
+    /// Idempotent, so every test may call it.
+    pub fn install_crds(&self) -> Result<(), Error> {
+        let dir = workspace_root().join("manifests/crds");
+        let dir = dir.to_string_lossy();
+        self.kubectl_ok(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager",
+            "capi-tests",
+            "-f",
+            &dir,
+        ])?;
+        self.kubectl_ok(&[
+            "wait",
+            "--for",
+            "condition=Established",
+            "--timeout",
+            "60s",
+            "-f",
+            &dir,
+        ])?;
+        Ok(())
+    }
+
+    /// Creates a namespace with a fixed name unless it exists (for files that name theirs).
+    pub fn ensure_namespace(&self, name: &str) -> Result<(), Error> {
+        let (ok, _, _) = self
+            .kubectl(&["get", "namespace", name])
+            .map_err(|e| Error::Start(format!("running kubectl: {e}")))?;
+        if !ok {
+            let (ok, _, err) = self
+                .kubectl(&["create", "namespace", name])
+                .map_err(|e| Error::Start(format!("running kubectl: {e}")))?;
+            if !ok && !err.contains("AlreadyExists") {
+                return Err(Error::Kubectl(err));
+            }
+        }
+        Ok(())
     }
 }
 

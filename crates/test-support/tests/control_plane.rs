@@ -28,15 +28,23 @@ async fn deployment_becomes_available() -> TestResult {
             }
         }
     }))?;
-    deployments.create(&PostParams::default(), &deployment).await?;
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await?;
     let available = wait_for(Duration::from_secs(60), || async {
         let d = deployments.get("web").await.ok()?;
         let status = d.status?;
-        let cond = status.conditions?.into_iter().find(|c| c.type_ == "Available")?;
+        let cond = status
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Available")?;
         (cond.status == "True" && status.ready_replicas == Some(2)).then_some(())
     })
     .await;
-    assert!(available.is_some(), "Deployment did not become Available with 2 ready replicas within 60 s");
+    assert!(
+        available.is_some(),
+        "Deployment did not become Available with 2 ready replicas within 60 s"
+    );
     ns.cleanup().await?;
     Ok(())
 }

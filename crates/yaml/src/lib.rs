@@ -84,7 +84,8 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
     if text.len() > limits.max_bytes {
         return Err(Error::Parse("input exceeds the size limit".into()));
     }
-    serde_saphyr::from_str_with_options(text, options(&limits)).map_err(|e| Error::Parse(e.to_string()))
+    serde_saphyr::from_str_with_options(text, options(&limits))
+        .map_err(|e| Error::Parse(e.to_string()))
 }
 
 /// Writes one value as a YAML document (without a leading `---`).
@@ -111,7 +112,10 @@ mod tests {
 
     #[test]
     fn multi_document_skips_empty_ones() -> Result<(), Error> {
-        let docs = parse_documents("a: 1\n---\n# only a comment\n---\nb: [x, y2]\n", &Limits::default())?;
+        let docs = parse_documents(
+            "a: 1\n---\n# only a comment\n---\nb: [x, y2]\n",
+            &Limits::default(),
+        )?;
         assert_eq!(docs.len(), 2);
         assert_eq!(docs[1]["b"][1], "y2");
         Ok(())
@@ -138,7 +142,7 @@ mod tests {
     #[test]
     fn round_trip() -> Result<(), Error> {
         let v = serde_json::json!({"kind": "X", "n": 3, "s": "on", "list": ["a", "b"]});
-        let text = to_multi_doc(&[v.clone()])?;
+        let text = to_multi_doc(std::slice::from_ref(&v))?;
         let back = parse_documents(&text, &Limits::default())?;
         assert_eq!(back, vec![v]);
         Ok(())
