@@ -1,0 +1,7 @@
+//! The components engine: fetches Cluster API provider releases from every kind of source and
+//! renders them exactly as clusterctl does (variable substitution, image overrides, target
+//! namespace, labels, ordering), then applies the operator's customizations from a
+//! `ProviderSpec`. It has no Kubernetes client: reading ConfigMaps goes through a trait the
+//! controller implements.
+
+pub mod source;

@@ -1,0 +1,62 @@
+//! Release sources. Every source answers two questions through [`ReleaseSource`]: which versions
+//! exist, and what a file of one version holds. [`Source`] dispatches over the concrete kinds.
+
+use std::future::Future;
+
+/// Largest file accepted from any source, after decompression (bytes).
+pub const MAX_FILE_BYTES: usize = 32 * 1024 * 1024;
+
+/// Why a source could not answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    /// The version, file or repository does not exist.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The remote refused because of rate limiting.
+    #[error("rate limit reached at {0}; wait, or give the operator a token (GITHUB_TOKEN)")]
+    RateLimited(String),
+    /// The remote refused the credentials (or lack of them).
+    #[error("access to {0} denied: check the token or credentials")]
+    Unauthorized(String),
+    /// A network problem, timeout or server error that may go away by itself.
+    #[error("temporary failure fetching {what}: {reason}")]
+    Transient {
+        /// What was being fetched.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
+    /// A file larger than the limit.
+    #[error("{what} is larger than the limit of {limit} bytes")]
+    TooLarge {
+        /// What was being fetched.
+        what: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// The source configuration or the answer is malformed.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl SourceError {
+    /// Whether retrying later may succeed without any change by the user.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            SourceError::Transient { .. } | SourceError::RateLimited(_)
+        )
+    }
+}
+
+/// A place provider releases come from.
+pub trait ReleaseSource: Send + Sync {
+    /// Every version the source offers (tags as published, e.g. `v1.12.0`), in no order.
+    fn list_versions(&self) -> impl Future<Output = Result<Vec<String>, SourceError>> + Send;
+    /// The content of `file` (e.g. `metadata.yaml`, `core-components.yaml`) of `version`.
+    fn fetch_file(
+        &self,
+        version: &str,
+        file: &str,
+    ) -> impl Future<Output = Result<Vec<u8>, SourceError>> + Send;
+}
