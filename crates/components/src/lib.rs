@@ -4,6 +4,7 @@
 //! `ProviderSpec`. It has no Kubernetes client: reading ConfigMaps goes through a trait the
 //! controller implements.
 
+pub mod customize;
 pub mod metadata;
 pub mod pipeline;
 pub mod source;
