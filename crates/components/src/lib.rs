@@ -7,5 +7,6 @@
 pub mod customize;
 pub mod metadata;
 pub mod pipeline;
+pub mod render;
 pub mod source;
 pub mod version;

@@ -5,6 +5,8 @@ use std::{path::PathBuf, process::ExitCode};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod render;
+
 /// Declarative lifecycle operator for Cluster API providers.
 #[derive(Parser, Debug)]
 #[command(name = "capi-provider-operator", version, about, long_about = None)]
@@ -17,6 +19,23 @@ struct Cli {
 enum Command {
     /// Print the version of this binary.
     Version,
+    /// Render a provider object (any of the seven kinds) into the objects the operator would
+    /// apply, or list the variables its release uses.
+    Render {
+        /// The provider object, as a user would apply it.
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// Resolve releases from a local directory in clusterctl's local-repository layout,
+        /// DIR/<label>/<version>/<file> (label as in cluster.x-k8s.io/provider).
+        #[arg(long)]
+        repository: Option<PathBuf>,
+        /// KEY=VALUE lines standing for the provider Secret's data.
+        #[arg(long)]
+        variables: Option<PathBuf>,
+        /// Print each variable of the release with its default, or (required).
+        #[arg(long)]
+        list_variables: bool,
+    },
     /// Print the CustomResourceDefinitions of the seven provider kinds as YAML, or write one
     /// file per kind into a directory.
     Crds {
@@ -44,6 +63,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Crds { output_dir } => crds(output_dir),
+        Command::Render {
+            file,
+            repository,
+            variables,
+            list_variables,
+        } => render::run(
+            &file,
+            repository.as_deref(),
+            variables.as_deref(),
+            list_variables,
+        ),
     }
 }
 

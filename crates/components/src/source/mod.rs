@@ -60,3 +60,52 @@ pub trait ReleaseSource: Send + Sync {
         file: &str,
     ) -> impl Future<Output = Result<Vec<u8>, SourceError>> + Send;
 }
+
+pub mod local;
+
+/// A fetched release: its version, metadata.yaml and components text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Release {
+    /// The version (tag) fetched.
+    pub version: String,
+    /// metadata.yaml text.
+    pub metadata: String,
+    /// Components text, before substitution.
+    pub components: String,
+}
+
+fn utf8(what: &str, bytes: Vec<u8>) -> Result<String, SourceError> {
+    String::from_utf8(bytes).map_err(|_| SourceError::Invalid(format!("{what} is not UTF-8 text")))
+}
+
+/// Fetches `version` (or the latest release, chosen as clusterctl chooses it, when `None`).
+pub async fn fetch_release<S: ReleaseSource>(
+    source: &S,
+    version: Option<&str>,
+    components_file: &str,
+) -> Result<Release, SourceError> {
+    let (version, metadata) = match version.filter(|v| !v.is_empty()) {
+        Some(v) => (v.to_string(), source.fetch_file(v, "metadata.yaml").await?),
+        None => {
+            let tags = source.list_versions().await?;
+            let mut found = None;
+            for candidate in crate::version::latest_candidates(&tags) {
+                match source.fetch_file(&candidate, "metadata.yaml").await {
+                    Ok(m) => {
+                        found = Some((candidate, m));
+                        break;
+                    }
+                    Err(SourceError::NotFound(_)) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            found.ok_or_else(|| SourceError::NotFound("a release with metadata.yaml".into()))?
+        }
+    };
+    let components = source.fetch_file(&version, components_file).await?;
+    Ok(Release {
+        metadata: utf8("metadata.yaml", metadata)?,
+        components: utf8(components_file, components)?,
+        version,
+    })
+}
