@@ -58,7 +58,7 @@ unit: ## Unit tests (no cluster).
 
 .PHONY: integration
 integration: control-plane ## Integration tests against one shared local control plane.
-	@dir=$$(mktemp -d -t capi-it-XXXXXX); \
+	@dir=$$(mktemp -u -t capi-it-XXXXXX); \
 	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true' EXIT; \
 	kc=$$($(SCRIPTS)/cluster-up.sh --dir $$dir); \
 	CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl \
@@ -75,5 +75,5 @@ demo: deps control-plane ## Start the local control plane and show it.
 	echo; echo "The cluster keeps running: export KUBECONFIG=$$kc (stop it with 'make cluster-down')."
 
 .PHONY: bench
-bench: ## Benchmarks.
-	@echo "no benchmarks yet"
+bench: ## Benchmarks (release build): render time of the real v1.12.0 core release.
+	$(CARGO) bench -p capi-components --bench render
