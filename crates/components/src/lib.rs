@@ -5,6 +5,7 @@
 //! controller implements.
 
 pub mod customize;
+pub mod defaults;
 pub mod metadata;
 pub mod pipeline;
 pub mod render;
