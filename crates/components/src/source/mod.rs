@@ -61,6 +61,7 @@ pub trait ReleaseSource: Send + Sync {
     ) -> impl Future<Output = Result<Vec<u8>, SourceError>> + Send;
 }
 
+pub mod configmap;
 pub mod local;
 
 /// A fetched release: its version, metadata.yaml and components text.

@@ -1,0 +1,219 @@
+//! The specification's air-gapped layout: one ConfigMap per version, selected by label, with keys
+//! `components` and `metadata`. The version comes from the label
+//! `provider.cluster.x-k8s.io/version`, else from the ConfigMap's name. Components larger than
+//! 1 MiB may be gzip-compressed in `binaryData.components` (annotation
+//! `provider.cluster.x-k8s.io/compressed: "true"`). The controller implements
+//! [`ConfigMapReader`], so this module needs no Kubernetes client.
+
+use std::{collections::BTreeMap, future::Future, io::Read};
+
+use capi_operator_api::{CONFIGMAP_COMPRESSED_ANNOTATION, CONFIGMAP_VERSION_LABEL};
+
+use super::{MAX_FILE_BYTES, ReleaseSource, SourceError};
+
+/// The parts of a ConfigMap the source reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigMapData {
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// Text data.
+    pub data: BTreeMap<String, String>,
+    /// Binary data (already base64-decoded).
+    pub binary_data: BTreeMap<String, Vec<u8>>,
+}
+
+/// Lists the ConfigMaps a fetchConfig.selector selects (implemented by the controller).
+pub trait ConfigMapReader: Send + Sync {
+    /// The selected ConfigMaps of the provider's namespace.
+    fn list(&self) -> impl Future<Output = Result<Vec<ConfigMapData>, SourceError>> + Send;
+}
+
+/// Releases from selected ConfigMaps.
+#[derive(Debug, Clone)]
+pub struct ConfigMapSource<R> {
+    reader: R,
+}
+
+impl<R: ConfigMapReader> ConfigMapSource<R> {
+    /// A source over `reader`.
+    pub fn new(reader: R) -> Self {
+        ConfigMapSource { reader }
+    }
+
+    async fn by_version(&self) -> Result<BTreeMap<String, ConfigMapData>, SourceError> {
+        let mut out: BTreeMap<String, ConfigMapData> = BTreeMap::new();
+        for cm in self.reader.list().await? {
+            let version = version_of(&cm);
+            if let Some(other) = out.get(&version) {
+                return Err(SourceError::Invalid(format!(
+                    "ConfigMaps {} and {} both hold version {version}",
+                    other.name, cm.name
+                )));
+            }
+            out.insert(version, cm);
+        }
+        Ok(out)
+    }
+}
+
+/// The version a ConfigMap holds.
+pub fn version_of(cm: &ConfigMapData) -> String {
+    cm.labels
+        .get(CONFIGMAP_VERSION_LABEL)
+        .cloned()
+        .unwrap_or_else(|| cm.name.clone())
+}
+
+/// Decompresses gzip data, refusing more than `limit` bytes of output (gzip bombs).
+pub fn gunzip_limited(data: &[u8], limit: usize) -> Result<Vec<u8>, SourceError> {
+    let mut out = Vec::new();
+    let mut reader = flate2::read::GzDecoder::new(data).take(limit as u64 + 1);
+    reader.read_to_end(&mut out).map_err(|e| {
+        SourceError::Invalid(format!("compressed components are not valid gzip: {e}"))
+    })?;
+    if out.len() > limit {
+        return Err(SourceError::TooLarge {
+            what: "decompressed components".into(),
+            limit,
+        });
+    }
+    Ok(out)
+}
+
+impl<R: ConfigMapReader> ReleaseSource for ConfigMapSource<R> {
+    async fn list_versions(&self) -> Result<Vec<String>, SourceError> {
+        Ok(self.by_version().await?.into_keys().collect())
+    }
+
+    async fn fetch_file(&self, version: &str, file: &str) -> Result<Vec<u8>, SourceError> {
+        let all = self.by_version().await?;
+        let cm = all
+            .get(version)
+            .ok_or_else(|| SourceError::NotFound(format!("a ConfigMap for version {version}")))?;
+        let key = if file == "metadata.yaml" {
+            "metadata"
+        } else {
+            "components"
+        };
+        let compressed = cm
+            .annotations
+            .get(CONFIGMAP_COMPRESSED_ANNOTATION)
+            .is_some_and(|v| v == "true");
+        let bytes = match (cm.binary_data.get(key), cm.data.get(key)) {
+            (Some(b), _) if compressed => gunzip_limited(b, MAX_FILE_BYTES)?,
+            (Some(b), _) => b.clone(),
+            (None, Some(t)) => t.as_bytes().to_vec(),
+            (None, None) => {
+                return Err(SourceError::NotFound(format!(
+                    "key {key:?} in ConfigMap {}",
+                    cm.name
+                )));
+            }
+        };
+        if bytes.len() > MAX_FILE_BYTES {
+            return Err(SourceError::TooLarge {
+                what: format!("{key} of ConfigMap {}", cm.name),
+                limit: MAX_FILE_BYTES,
+            });
+        }
+        Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+    use crate::source::fetch_release;
+
+    struct Fixed(Vec<ConfigMapData>);
+    impl ConfigMapReader for Fixed {
+        async fn list(&self) -> Result<Vec<ConfigMapData>, SourceError> {
+            Ok(self.0.clone())
+        }
+    }
+
+    const META: &str = "releaseSeries:\n- {major: 0, minor: 4, contract: v1beta1}\n";
+
+    fn cm(name: &str, label: Option<&str>, components: &str) -> ConfigMapData {
+        let mut c = ConfigMapData {
+            name: name.into(),
+            ..Default::default()
+        };
+        if let Some(l) = label {
+            c.labels.insert(CONFIGMAP_VERSION_LABEL.into(), l.into());
+        }
+        c.data.insert("metadata".into(), META.into());
+        c.data.insert("components".into(), components.into());
+        c
+    }
+
+    fn gzip(data: &[u8]) -> Result<Vec<u8>, std::io::Error> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(data)?;
+        e.finish()
+    }
+
+    #[tokio::test]
+    async fn versions_from_label_or_name_and_latest() -> Result<(), Box<dyn std::error::Error>> {
+        let src = ConfigMapSource::new(Fixed(vec![
+            cm("v0.4.8", None, "old"),
+            cm("azure-latest", Some("v0.4.9"), "new"),
+        ]));
+        let mut v = src.list_versions().await?;
+        v.sort();
+        assert_eq!(v, ["v0.4.8", "v0.4.9"]);
+        let r = fetch_release(&src, None, "infrastructure-components.yaml").await?;
+        assert_eq!(
+            (r.version.as_str(), r.components.as_str()),
+            ("v0.4.9", "new")
+        );
+        let r = fetch_release(&src, Some("v0.4.8"), "infrastructure-components.yaml").await?;
+        assert_eq!(r.components, "old");
+        assert!(matches!(
+            fetch_release(&src, Some("v9.0.0"), "x.yaml").await,
+            Err(SourceError::NotFound(_))
+        ));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn compressed_components_and_bombs() -> Result<(), Box<dyn std::error::Error>> {
+        let mut c = cm("v0.4.9", None, "");
+        c.data.remove("components");
+        c.binary_data
+            .insert("components".into(), gzip(b"kind: X\n")?);
+        c.annotations
+            .insert(CONFIGMAP_COMPRESSED_ANNOTATION.into(), "true".into());
+        let src = ConfigMapSource::new(Fixed(vec![c]));
+        assert_eq!(src.fetch_file("v0.4.9", "c.yaml").await?, b"kind: X\n");
+        let bomb = gzip(&vec![0u8; 4 * 1024 * 1024])?;
+        assert!(matches!(
+            gunzip_limited(&bomb, 1024 * 1024),
+            Err(SourceError::TooLarge { .. })
+        ));
+        assert!(matches!(
+            gunzip_limited(b"not gzip", 10),
+            Err(SourceError::Invalid(_))
+        ));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn two_configmaps_claiming_one_version_are_refused() {
+        let src = ConfigMapSource::new(Fixed(vec![
+            cm("a", Some("v1.0.0"), ""),
+            cm("b", Some("v1.0.0"), ""),
+        ]));
+        let err = src.list_versions().await;
+        assert!(
+            matches!(&err, Err(SourceError::Invalid(m)) if m.contains("both hold version v1.0.0")),
+            "{err:?}"
+        );
+    }
+}
