@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use capi_operator_api::{
-    ContainerImage, ContainerSpec, DeploymentSpec, ImageMeta, ManagerSpec, normalize::arg_value,
+    ContainerSpec, DeploymentSpec, ImageMeta, ManagerSpec, normalize::arg_value,
 };
 use serde_json::{Value, json};
 
@@ -317,10 +317,7 @@ pub fn customize_deployment(
             spec.and_then(|d| d.containers.iter().find(|x| x.name == name));
         if let Some(o) = over {
             if let Some(img) = &o.image {
-                let meta = match img {
-                    ContainerImage::Meta(m) => m.clone(),
-                    ContainerImage::Reference(_) => img.to_meta(),
-                };
+                let meta = img.to_meta();
                 let cur = c
                     .get("image")
                     .and_then(Value::as_str)

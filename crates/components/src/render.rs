@@ -1,7 +1,7 @@
 //! Renders a provider: its release through clusterctl's pipeline, then the operator's
 //! customizations from the provider's spec.
 
-use capi_operator_api::{AnyProvider, ProviderType};
+use capi_operator_api::AnyProvider;
 use serde_json::Value;
 
 use crate::{customize, metadata::Metadata, pipeline, source::Release};
@@ -45,17 +45,14 @@ pub fn render(
     let mut objects = pipeline::parse_objects(&text)?;
     // The provider object's namespace is the target, as the operator installs each provider
     // where its object lives; the release's own namespace is used when the object has none.
-    let target = match provider
+    let own = pipeline::inspect_target_namespace(&objects)?;
+    let target = provider
         .metadata
         .namespace
-        .as_deref()
+        .clone()
         .filter(|s| !s.is_empty())
-    {
-        Some(ns) => ns.to_string(),
-        None => pipeline::inspect_target_namespace(&objects)?
-            .ok_or(pipeline::PipelineError::NoTargetNamespace)?,
-    };
-    pipeline::inspect_target_namespace(&objects)?;
+        .or(own)
+        .ok_or(pipeline::PipelineError::NoTargetNamespace)?;
     pipeline::fix_target_namespace(&mut objects, &target)?;
     let spec = provider.spec.normalized();
     let label = provider.provider_type.manifest_label(provider.name());
@@ -88,9 +85,4 @@ pub fn render(
         namespace: target,
         images,
     })
-}
-
-/// Manifest label of a provider type and name (re-exported for callers).
-pub fn manifest_label(t: ProviderType, name: &str) -> String {
-    t.manifest_label(name)
 }
