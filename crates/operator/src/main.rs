@@ -5,6 +5,7 @@ use std::{path::PathBuf, process::ExitCode};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod controller;
 mod render;
 
 /// Declarative lifecycle operator for Cluster API providers.
@@ -36,6 +37,9 @@ enum Command {
         #[arg(long)]
         list_variables: bool,
     },
+    /// Run the operator: one controller per provider kind, against the cluster of the current
+    /// kubeconfig (or the in-cluster service account).
+    Run(RunArgs),
     /// Print the CustomResourceDefinitions of the seven provider kinds as YAML, or write one
     /// file per kind into a directory.
     Crds {
@@ -43,6 +47,26 @@ enum Command {
         #[arg(long)]
         output_dir: Option<PathBuf>,
     },
+}
+
+/// Flags of `run`.
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// GitHub API base URL (GitHub Enterprise, or a local GitHub-compatible server).
+    #[arg(long, env = "CAPI_OPERATOR_GITHUB_API_URL")]
+    github_api_url: Option<String>,
+    /// Seconds before re-checking a provider stuck on a configuration problem.
+    #[arg(long, default_value_t = 300)]
+    config_retry_seconds: u64,
+    /// Seconds between periodic re-checks of a healthy provider.
+    #[arg(long, default_value_t = 1800)]
+    sync_period_seconds: u64,
+    /// Concurrent reconciles per provider kind.
+    #[arg(long, default_value_t = 4)]
+    concurrency: u16,
+    /// Log format: text or json.
+    #[arg(long, default_value = "text")]
+    log_format: String,
 }
 
 fn main() -> ExitCode {
@@ -63,6 +87,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Crds { output_dir } => crds(output_dir),
+        Command::Run(args) => run_operator(args),
         Command::Render {
             file,
             repository,
@@ -75,6 +100,34 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             list_variables,
         ),
     }
+}
+
+fn run_operator(args: RunArgs) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if args.log_format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+    let opts = controller::Options {
+        github_api_url: args.github_api_url,
+        github_token: std::env::var("GITHUB_TOKEN").ok().filter(|t| !t.is_empty()),
+        config_retry: std::time::Duration::from_secs(args.config_retry_seconds),
+        resync: std::time::Duration::from_secs(args.sync_period_seconds),
+        concurrency: args.concurrency,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let client = kube::Client::try_default()
+            .await
+            .context("connecting to the cluster (kubeconfig or in-cluster config)")?;
+        controller::run(client, opts).await
+    })
 }
 
 fn crds(output_dir: Option<PathBuf>) -> anyhow::Result<()> {

@@ -54,6 +54,7 @@ pub struct TestCluster {
 }
 
 static CLUSTER: OnceLock<Result<TestCluster, String>> = OnceLock::new();
+static PRIVATE: OnceLock<Result<TestCluster, String>> = OnceLock::new();
 static NS_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// Root of the workspace (two levels above this crate).
@@ -80,12 +81,33 @@ pub fn cluster() -> Result<&'static TestCluster, Error> {
         .map_err(|e| Error::Start(e.clone()))
 }
 
+/// A cluster of this test binary's own, started on first use even when `CAPI_TEST_KUBECONFIG`
+/// names a shared one: tests that run the operator (which watches the whole cluster) must not
+/// meet another test binary's operator. Tests of one binary share it; take [`serial`] to run
+/// them one at a time.
+pub fn private_cluster() -> Result<&'static TestCluster, Error> {
+    PRIVATE
+        .get_or_init(start_private)
+        .as_ref()
+        .map_err(|e| Error::Start(e.clone()))
+}
+
+/// A lock that runs the tests holding it one at a time.
+pub fn serial() -> &'static tokio::sync::Mutex<()> {
+    static LOCK: OnceLock<tokio::sync::Mutex<()>> = OnceLock::new();
+    LOCK.get_or_init(|| tokio::sync::Mutex::new(()))
+}
+
 fn start_or_attach() -> Result<TestCluster, String> {
     if let Some(kc) = std::env::var_os("CAPI_TEST_KUBECONFIG") {
         return Ok(TestCluster {
             kubeconfig: PathBuf::from(kc),
         });
     }
+    start_private()
+}
+
+fn start_private() -> Result<TestCluster, String> {
     let script = workspace_root().join("e2e/scripts/cluster-up.sh");
     let dir = std::env::temp_dir().join(format!(
         "capi-test-cluster-{}-{}",
@@ -270,5 +292,73 @@ where
             return None;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The operator running as a child process against a test cluster; killed when dropped.
+pub struct OperatorProcess {
+    child: Option<std::process::Child>,
+    log: PathBuf,
+}
+
+impl OperatorProcess {
+    /// Starts `bin run ARGS` with the cluster's kubeconfig; its output goes to a log file.
+    pub fn start(
+        cluster: &TestCluster,
+        bin: &Path,
+        args: &[&str],
+    ) -> std::io::Result<OperatorProcess> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::SeqCst);
+        let log =
+            std::env::temp_dir().join(format!("capi-operator-{}-{n}.log", std::process::id()));
+        let file = std::fs::File::create(&log)?;
+        let err = file.try_clone()?;
+        let child = Command::new(bin)
+            .arg("run")
+            .args(args)
+            .env("KUBECONFIG", cluster.kubeconfig())
+            .env(
+                "RUST_LOG",
+                std::env::var("CAPI_OPERATOR_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdout(file)
+            .stderr(err)
+            .spawn()?;
+        Ok(OperatorProcess {
+            child: Some(child),
+            log,
+        })
+    }
+
+    /// Kills the process at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Whether the process still runs.
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Everything the process logged so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Path of the log file.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        self.kill();
     }
 }

@@ -1,0 +1,353 @@
+//! Applying rendered objects with server-side apply: resolves each object's resource through a
+//! discovery cache, applies CRDs first and waits until they are Established, skips objects that
+//! have not changed since the operator last applied them (so an idle cluster sees no writes),
+//! and prunes what a provider no longer renders.
+
+use std::{
+    collections::HashMap,
+    hash::{DefaultHasher, Hash, Hasher},
+    sync::Mutex,
+    time::Duration,
+};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api, Client,
+    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams},
+    discovery::Scope,
+};
+use serde_json::Value;
+
+use super::FIELD_MANAGER;
+
+/// Identifies an object across kinds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjKey {
+    /// API group ("" for core).
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace ("" when cluster-scoped).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// Why applying failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The cluster does not serve the object's kind (e.g. cert-manager is not installed).
+    #[error("the cluster does not serve {0} (is the CRD that defines it installed?)")]
+    MissingKind(String),
+    /// The object is malformed.
+    #[error("{0}")]
+    Invalid(String),
+    /// The apiserver refused the object (validation, admission): a configuration problem.
+    #[error("the apiserver refused {key}: {message}")]
+    Refused {
+        /// The object.
+        key: String,
+        /// The apiserver's message.
+        message: String,
+    },
+    /// A CRD did not become Established in time.
+    #[error("CustomResourceDefinition {0} did not become Established")]
+    NotEstablished(String),
+    /// Anything else the apiserver answered (network, conflicts, 5xx): retried with backoff.
+    #[error("{0}")]
+    Transient(#[from] kube::Error),
+}
+
+impl ApplyError {
+    /// Whether the error may go away without any user change.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ApplyError::Transient(_) | ApplyError::NotEstablished(_)
+        )
+    }
+}
+
+fn classify(key: &ObjKey, e: kube::Error) -> ApplyError {
+    match &e {
+        kube::Error::Api(s) if matches!(s.code, 400 | 403 | 404 | 422) => ApplyError::Refused {
+            key: key.to_string(),
+            message: s.message.clone(),
+        },
+        _ => ApplyError::Transient(e),
+    }
+}
+
+/// Resolved resource of a kind.
+#[derive(Debug, Clone)]
+struct Resolved {
+    resource: ApiResource,
+    namespaced: bool,
+}
+
+/// Applies and prunes objects; shared by every controller.
+pub struct Applier {
+    client: Client,
+    discovery: Mutex<HashMap<(String, String, String), Resolved>>,
+    // What the operator last applied per object: the resourceVersion the apiserver answered and
+    // a hash of the applied content. An object whose live resourceVersion and desired content
+    // both match needs no request at all.
+    applied: Mutex<HashMap<ObjKey, (String, u64)>>,
+}
+
+/// The key and content hash of a rendered object.
+pub fn key_of(obj: &Value) -> Result<ObjKey, ApplyError> {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if api_version.is_empty() || kind.is_empty() || name.is_empty() {
+        return Err(ApplyError::Invalid(
+            "an object lacks apiVersion, kind or metadata.name".into(),
+        ));
+    }
+    let group = api_version
+        .rsplit_once('/')
+        .map(|(g, _)| g)
+        .unwrap_or("")
+        .to_string();
+    Ok(ObjKey {
+        group,
+        kind: kind.to_string(),
+        namespace: obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        name: name.to_string(),
+    })
+}
+
+fn content_hash(obj: &Value) -> u64 {
+    let mut h = DefaultHasher::new();
+    obj.to_string().hash(&mut h);
+    h.finish()
+}
+
+fn gvk_of(obj: &Value) -> GroupVersionKind {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    GroupVersionKind::gvk(group, version, kind)
+}
+
+/// Adjusts a rendered object for server-side apply. An aggregated ClusterRole's `rules` belong
+/// to the apiserver's aggregation controller: applying the release's empty list would take
+/// them over and the two would undo each other forever.
+pub fn prepare(obj: &mut Value) {
+    if obj.get("kind").and_then(Value::as_str) == Some("ClusterRole")
+        && obj.get("aggregationRule").is_some()
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.remove("rules");
+    }
+}
+
+/// What one apply pass did.
+#[derive(Debug, Default)]
+pub struct ApplyReport {
+    /// Objects sent to the apiserver.
+    pub applied: usize,
+    /// Objects skipped as unchanged.
+    pub unchanged: usize,
+}
+
+impl Applier {
+    /// An applier over `client`.
+    pub fn new(client: Client) -> Applier {
+        Applier {
+            client,
+            discovery: Mutex::new(HashMap::new()),
+            applied: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn resolve(&self, gvk: &GroupVersionKind) -> Result<Resolved, ApplyError> {
+        let k = (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone());
+        if let Some(r) = self.discovery.lock().ok().and_then(|d| d.get(&k).cloned()) {
+            return Ok(r);
+        }
+        let (resource, caps) = match kube::discovery::pinned_kind(&self.client, gvk).await {
+            Ok(x) => x,
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                return Err(ApplyError::MissingKind(format!(
+                    "{}.{}/{}",
+                    gvk.kind, gvk.group, gvk.version
+                )));
+            }
+            Err(kube::Error::Discovery(_)) => {
+                return Err(ApplyError::MissingKind(format!(
+                    "{}.{}/{}",
+                    gvk.kind, gvk.group, gvk.version
+                )));
+            }
+            Err(e) => return Err(ApplyError::Transient(e)),
+        };
+        let r = Resolved {
+            resource,
+            namespaced: caps.scope == Scope::Namespaced,
+        };
+        if let Ok(mut d) = self.discovery.lock() {
+            d.insert(k, r.clone());
+        }
+        Ok(r)
+    }
+
+    fn api(&self, r: &Resolved, namespace: &str) -> Api<DynamicObject> {
+        if r.namespaced {
+            Api::namespaced_with(self.client.clone(), namespace, &r.resource)
+        } else {
+            Api::all_with(self.client.clone(), &r.resource)
+        }
+    }
+
+    /// Applies `objects` in order; CRDs are waited for until Established before anything after
+    /// them. `live_rv` gives the resourceVersion the caches hold for an object (None when the
+    /// object is absent), so unchanged objects are skipped.
+    pub async fn apply_all(
+        &self,
+        objects: &[Value],
+        live_rv: impl Fn(&ObjKey) -> Option<String>,
+    ) -> Result<ApplyReport, ApplyError> {
+        let mut report = ApplyReport::default();
+        let mut new_crds: Vec<String> = Vec::new();
+        for obj in objects {
+            let key = key_of(obj)?;
+            let is_crd = key.kind == "CustomResourceDefinition";
+            if !is_crd && !new_crds.is_empty() {
+                for name in std::mem::take(&mut new_crds) {
+                    self.wait_established(&name).await?;
+                }
+            }
+            let hash = content_hash(obj);
+            let live = live_rv(&key);
+            let known = self.applied.lock().ok().and_then(|a| a.get(&key).cloned());
+            if let (Some(live), Some((rv, h))) = (&live, &known)
+                && live == rv
+                && *h == hash
+            {
+                report.unchanged += 1;
+                continue;
+            }
+            let r = self.resolve(&gvk_of(obj)).await?;
+            let api = self.api(&r, &key.namespace);
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            let result = api
+                .patch(&key.name, &params, &Patch::Apply(obj))
+                .await
+                .map_err(|e| classify(&key, e))?;
+            report.applied += 1;
+            tracing::debug!(object = %key, live = ?live, "applied");
+            if let Some(rv) = result.metadata.resource_version
+                && let Ok(mut a) = self.applied.lock()
+            {
+                a.insert(key.clone(), (rv, hash));
+            }
+            if is_crd {
+                new_crds.push(key.name.clone());
+            }
+        }
+        for name in new_crds {
+            self.wait_established(&name).await?;
+        }
+        Ok(report)
+    }
+
+    async fn wait_established(&self, name: &str) -> Result<(), ApplyError> {
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        for _ in 0..300 {
+            let crd = api.get_status(name).await?;
+            let established = crd
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+            if established {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(ApplyError::NotEstablished(name.to_string()))
+    }
+
+    /// Deletes the objects in `stale` (kinds resolved through `resources`). Returns how many
+    /// deletions were requested.
+    pub async fn delete_all(
+        &self,
+        stale: &[(ObjKey, ApiResource, bool)],
+    ) -> Result<usize, ApplyError> {
+        let mut n = 0;
+        for (key, ar, namespaced) in stale {
+            let api: Api<DynamicObject> = if *namespaced {
+                Api::namespaced_with(self.client.clone(), &key.namespace, ar)
+            } else {
+                Api::all_with(self.client.clone(), ar)
+            };
+            match api.delete(&key.name, &DeleteParams::background()).await {
+                Ok(_) => n += 1,
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(ApplyError::Transient(e)),
+            }
+            if let Ok(mut a) = self.applied.lock() {
+                a.remove(key);
+            }
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_split_group_and_default_namespace() {
+        let k = key_of(&json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","namespace":"ns"}})).unwrap();
+        assert_eq!((k.group.as_str(), k.namespace.as_str()), ("apps", "ns"));
+        let k =
+            key_of(&json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"n"}})).unwrap();
+        assert_eq!((k.group.as_str(), k.namespace.as_str()), ("", ""));
+        assert!(key_of(&json!({"kind":"Namespace","metadata":{"name":"n"}})).is_err());
+        let g = gvk_of(&json!({"apiVersion":"v1","kind":"Namespace"}));
+        assert_eq!((g.group.as_str(), g.version.as_str()), ("", "v1"));
+    }
+
+    #[test]
+    fn aggregated_cluster_roles_leave_rules_to_the_aggregator() {
+        let mut agg = json!({"kind": "ClusterRole", "aggregationRule": {"clusterRoleSelectors": []}, "rules": []});
+        prepare(&mut agg);
+        assert!(agg.get("rules").is_none());
+        let mut plain = json!({"kind": "ClusterRole", "rules": [{"verbs": ["get"]}]});
+        prepare(&mut plain);
+        assert!(plain.get("rules").is_some());
+    }
+
+    #[test]
+    fn content_hash_sees_any_change() {
+        let a = json!({"a": 1, "b": [1, 2]});
+        let b = json!({"a": 1, "b": [2, 1]});
+        assert_ne!(content_hash(&a), content_hash(&b));
+        assert_eq!(content_hash(&a), content_hash(&a.clone()));
+    }
+}

@@ -1,0 +1,524 @@
+//! The controllers: one per provider kind, all driving the generic reconciler in
+//! [`reconcile`]. Shared caches ([`World`]) watch what the operator installed (to repair drift,
+//! prune and report readiness) and the Secrets and ConfigMaps providers read (to re-render when
+//! they change); their events are routed to the controller of the provider concerned.
+
+pub mod apply;
+pub mod conditions;
+pub mod labels;
+pub mod preflight;
+pub mod reconcile;
+pub mod source;
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use capi_operator_api::{
+    AddonProvider, AnyProvider, BootstrapProvider, ControlPlaneProvider, CoreProvider,
+    IPAMProvider, InfrastructureProvider, Provider, ProviderType, RuntimeExtensionProvider,
+};
+use futures::{Stream, StreamExt, future::join_all};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Secret},
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta},
+    discovery::Scope,
+    runtime::{
+        Controller, WatchStreamExt,
+        controller::Config as ControllerConfig,
+        events::{Recorder, Reporter},
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use apply::{Applier, ObjKey};
+
+/// Field manager of everything the operator applies.
+pub const FIELD_MANAGER: &str = "capi-provider-operator";
+/// Label naming the kind of the provider that installed an object.
+pub const OWNER_KIND_LABEL: &str = "management.cluster.x-k8s.io/owner-kind";
+/// Label naming the provider that installed an object.
+pub const OWNER_NAME_LABEL: &str = "management.cluster.x-k8s.io/owner-name";
+/// Label naming the namespace of the provider that installed an object.
+pub const OWNER_NAMESPACE_LABEL: &str = "management.cluster.x-k8s.io/owner-namespace";
+
+/// Kinds watched for drift repair and pruning (`group`, `version`, `kind`). Objects of other
+/// kinds in a release are applied but neither pruned nor repaired.
+pub const OWNED_KINDS: &[(&str, &str, &str)] = &[
+    ("", "v1", "Namespace"),
+    ("", "v1", "ServiceAccount"),
+    ("", "v1", "Service"),
+    ("", "v1", "ConfigMap"),
+    ("", "v1", "Secret"),
+    ("apps", "v1", "Deployment"),
+    ("apps", "v1", "DaemonSet"),
+    ("apps", "v1", "StatefulSet"),
+    ("rbac.authorization.k8s.io", "v1", "Role"),
+    ("rbac.authorization.k8s.io", "v1", "RoleBinding"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
+    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+    ),
+    ("cert-manager.io", "v1", "Certificate"),
+    ("cert-manager.io", "v1", "Issuer"),
+];
+
+/// Settings of the `run` command.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// GitHub API base URL replacing https://api.github.com (GitHub Enterprise, tests).
+    pub github_api_url: Option<String>,
+    /// Token for GitHub when the provider Secret has none (`GITHUB_TOKEN`).
+    pub github_token: Option<String>,
+    /// Delay before re-checking a provider stuck on a configuration problem.
+    pub config_retry: Duration,
+    /// Periodic re-check of a healthy provider.
+    pub resync: Duration,
+    /// Concurrent reconciles per kind.
+    pub concurrency: u16,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            github_api_url: None,
+            github_token: None,
+            config_retry: Duration::from_secs(300),
+            resync: Duration::from_secs(1800),
+            concurrency: 4,
+        }
+    }
+}
+
+type Lister = Arc<dyn Fn() -> Vec<AnyProvider> + Send + Sync>;
+
+/// One watched kind of installed objects.
+pub struct OwnedKind {
+    /// Its resource.
+    pub resource: ApiResource,
+    /// Whether it is namespaced.
+    pub namespaced: bool,
+    /// Metadata of the objects the operator installed.
+    pub store: Store<PartialObjectMeta<DynamicObject>>,
+}
+
+/// The caches controllers read.
+pub struct World {
+    providers: BTreeMap<ProviderType, Lister>,
+    /// Watched kinds of installed objects.
+    pub owned: Vec<OwnedKind>,
+    /// The Deployments the operator installed (for readiness).
+    pub deployments: Store<Deployment>,
+}
+
+fn owner_of(labels: &BTreeMap<String, String>) -> Option<(ProviderType, String, String)> {
+    Some((
+        ProviderType::from_kind(labels.get(OWNER_KIND_LABEL)?)?,
+        labels.get(OWNER_NAMESPACE_LABEL)?.clone(),
+        labels.get(OWNER_NAME_LABEL)?.clone(),
+    ))
+}
+
+/// Whether an object's labels name `p` as its installer.
+pub fn owned_by(labels: &BTreeMap<String, String>, p: &AnyProvider) -> bool {
+    owner_of(labels).is_some_and(|(t, ns, name)| {
+        t == p.provider_type && ns == p.namespace() && name == p.name()
+    })
+}
+
+impl World {
+    /// Every provider of type `t` the caches hold.
+    pub fn providers(&self, t: ProviderType) -> Vec<AnyProvider> {
+        self.providers.get(&t).map(|l| l()).unwrap_or_default()
+    }
+
+    /// Every provider of every type.
+    pub fn all_providers(&self) -> Vec<AnyProvider> {
+        ProviderType::ALL
+            .into_iter()
+            .flat_map(|t| self.providers(t))
+            .collect()
+    }
+
+    /// The resourceVersion the caches hold for an installed object.
+    pub fn live_rv(&self, key: &ObjKey) -> Option<String> {
+        let kind = self
+            .owned
+            .iter()
+            .find(|k| k.resource.group == key.group && k.resource.kind == key.kind)?;
+        let mut r = ObjectRef::new_with(&key.name, kind.resource.clone());
+        if kind.namespaced {
+            r = r.within(&key.namespace);
+        }
+        kind.store.get(&r)?.metadata.resource_version.clone()
+    }
+
+    /// The installed objects of `p` the caches hold.
+    pub fn installed(&self, p: &AnyProvider) -> Vec<(ObjKey, ApiResource, bool)> {
+        let mut out = Vec::new();
+        for k in &self.owned {
+            for o in k.store.state() {
+                let labels = o.metadata.labels.clone().unwrap_or_default();
+                if !owned_by(&labels, p) {
+                    continue;
+                }
+                out.push((
+                    ObjKey {
+                        group: k.resource.group.clone(),
+                        kind: k.resource.kind.clone(),
+                        namespace: o.metadata.namespace.clone().unwrap_or_default(),
+                        name: o.metadata.name.clone().unwrap_or_default(),
+                    },
+                    k.resource.clone(),
+                    k.namespaced,
+                ));
+            }
+        }
+        out
+    }
+
+    /// The Deployments of `p`.
+    pub fn deployments_of(&self, p: &AnyProvider) -> Vec<Arc<Deployment>> {
+        self.deployments
+            .state()
+            .into_iter()
+            .filter(|d| owned_by(d.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()), p))
+            .collect()
+    }
+}
+
+/// Routes watch events to the controller of the provider they concern.
+#[derive(Clone)]
+struct Triggers {
+    senders: BTreeMap<ProviderType, mpsc::UnboundedSender<(String, String)>>,
+}
+
+impl Triggers {
+    fn send(&self, t: ProviderType, namespace: &str, name: &str) {
+        if let Some(s) = self.senders.get(&t) {
+            // A closed channel means the controller is shutting down; nothing to route to.
+            let _ = s.send((namespace.to_string(), name.to_string()));
+        }
+    }
+}
+
+/// Everything a reconcile needs.
+pub struct Ctx {
+    /// The cluster.
+    pub client: Client,
+    /// The caches.
+    pub world: World,
+    /// Applies rendered objects.
+    pub applier: Applier,
+    /// Publishes events on provider objects.
+    pub recorder: Recorder,
+    /// Settings.
+    pub opts: Options,
+    /// Consecutive transient failures per provider, for exponential backoff.
+    pub failures: std::sync::Mutex<BTreeMap<String, u32>>,
+}
+
+/// The owner reference the operator's own objects (release caches) carry.
+pub fn owner_reference(p: &AnyProvider) -> OwnerReference {
+    OwnerReference {
+        api_version: format!(
+            "{}/{}",
+            capi_operator_api::GROUP,
+            capi_operator_api::VERSION
+        ),
+        kind: p.provider_type.kind().to_string(),
+        name: p.name().to_string(),
+        uid: p.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }
+}
+
+fn lister<P: Provider>(store: Store<P>) -> Lister {
+    Arc::new(move || {
+        store
+            .state()
+            .iter()
+            .map(|p| AnyProvider::from(p.as_ref()))
+            .collect()
+    })
+}
+
+fn trigger_stream<P: Provider>(
+    mut rx: mpsc::UnboundedReceiver<(String, String)>,
+) -> impl Stream<Item = ObjectRef<P>> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+        .map(|(ns, name)| ObjectRef::<P>::new(&name).within(&ns))
+}
+
+async fn owned_kinds(client: &Client) -> Vec<(ApiResource, bool)> {
+    let mut out = Vec::new();
+    for (g, v, k) in OWNED_KINDS {
+        match kube::discovery::pinned_kind(client, &GroupVersionKind::gvk(g, v, k)).await {
+            Ok((ar, caps)) => out.push((ar, caps.scope == Scope::Namespaced)),
+            // cert-manager may be absent; its kinds are then neither watched nor pruned.
+            Err(e) => info!(kind = *k, group = *g, error = %e, "kind not served; not watched"),
+        }
+    }
+    out
+}
+
+fn selector() -> watcher::Config {
+    watcher::Config::default()
+        .labels(OWNER_KIND_LABEL)
+        .any_semantic()
+}
+
+/// Runs the seven controllers until a termination signal.
+pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
+    let mut senders = BTreeMap::new();
+    let mut receivers = BTreeMap::new();
+    for t in ProviderType::ALL {
+        let (tx, rx) = mpsc::unbounded_channel();
+        senders.insert(t, tx);
+        receivers.insert(t, rx);
+    }
+    let triggers = Triggers { senders };
+
+    let wc = watcher::Config::default().any_semantic();
+    let core = Controller::new(Api::<CoreProvider>::all(client.clone()), wc.clone());
+    let bootstrap = Controller::new(Api::<BootstrapProvider>::all(client.clone()), wc.clone());
+    let control_plane =
+        Controller::new(Api::<ControlPlaneProvider>::all(client.clone()), wc.clone());
+    let infra = Controller::new(
+        Api::<InfrastructureProvider>::all(client.clone()),
+        wc.clone(),
+    );
+    let ipam = Controller::new(Api::<IPAMProvider>::all(client.clone()), wc.clone());
+    let runtime_ext = Controller::new(
+        Api::<RuntimeExtensionProvider>::all(client.clone()),
+        wc.clone(),
+    );
+    let addon = Controller::new(Api::<AddonProvider>::all(client.clone()), wc.clone());
+
+    let mut providers: BTreeMap<ProviderType, Lister> = BTreeMap::new();
+    providers.insert(ProviderType::Core, lister(core.store()));
+    providers.insert(ProviderType::Bootstrap, lister(bootstrap.store()));
+    providers.insert(ProviderType::ControlPlane, lister(control_plane.store()));
+    providers.insert(ProviderType::Infrastructure, lister(infra.store()));
+    providers.insert(ProviderType::Ipam, lister(ipam.store()));
+    providers.insert(ProviderType::RuntimeExtension, lister(runtime_ext.store()));
+    providers.insert(ProviderType::Addon, lister(addon.store()));
+
+    // Watches of installed objects: their caches answer drift and pruning questions, and each
+    // change wakes the provider that installed the object.
+    let mut owned = Vec::new();
+    let mut tasks: Vec<std::pin::Pin<Box<dyn futures::Future<Output = ()> + Send>>> = Vec::new();
+    for (ar, namespaced) in owned_kinds(&client).await {
+        let writer = reflector::store::Writer::new(ar.clone());
+        let store = writer.as_reader();
+        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &ar);
+        let tr = triggers.clone();
+        let stream = watcher(api, selector())
+            .default_backoff()
+            .reflect(writer)
+            .touched_objects();
+        tasks.push(Box::pin(async move {
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(o) => {
+                        if let Some((t, ns, name)) =
+                            owner_of(o.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
+                        {
+                            tr.send(t, &ns, &name);
+                        }
+                    }
+                    Err(e) => warn!(error = %e, "watch of installed objects failed; retrying"),
+                }
+            }
+        }));
+        owned.push(OwnedKind {
+            resource: ar,
+            namespaced,
+            store,
+        });
+    }
+    let (deployments, dwriter) = reflector::store();
+    {
+        let tr = triggers.clone();
+        let stream = watcher(Api::<Deployment>::all(client.clone()), selector())
+            .default_backoff()
+            .reflect(dwriter)
+            .touched_objects();
+        tasks.push(Box::pin(async move {
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                if let Ok(d) = ev
+                    && let Some((t, ns, name)) =
+                        owner_of(d.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
+                {
+                    tr.send(t, &ns, &name);
+                }
+            }
+        }));
+    }
+
+    let world = World {
+        providers,
+        owned,
+        deployments: deployments.clone(),
+    };
+    let reporter = Reporter {
+        controller: FIELD_MANAGER.into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    let ctx = Arc::new(Ctx {
+        recorder: Recorder::new(client.clone(), reporter),
+        applier: Applier::new(client.clone()),
+        client: client.clone(),
+        world,
+        opts: opts.clone(),
+        failures: std::sync::Mutex::new(BTreeMap::new()),
+    });
+
+    // Secrets and ConfigMaps providers read: a change re-renders the providers that read them.
+    {
+        let ctx2 = ctx.clone();
+        let tr = triggers.clone();
+        let stream = watcher(
+            Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+            wc.clone(),
+        )
+        .default_backoff()
+        .touched_objects();
+        tasks.push(Box::pin(async move {
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                let Ok(s) = ev else { continue };
+                let (ns, name) = (
+                    s.metadata.namespace.clone().unwrap_or_default(),
+                    s.metadata.name.clone().unwrap_or_default(),
+                );
+                for p in ctx2.world.all_providers() {
+                    if source::reads_secret(&p, &ns, &name) {
+                        tr.send(p.provider_type, p.namespace(), p.name());
+                    }
+                }
+            }
+        }));
+    }
+    {
+        let ctx2 = ctx.clone();
+        let tr = triggers.clone();
+        let stream = watcher(
+            Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
+            wc.clone(),
+        )
+        .default_backoff()
+        .touched_objects();
+        tasks.push(Box::pin(async move {
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                let Ok(c) = ev else { continue };
+                let (ns, name) = (
+                    c.metadata.namespace.clone().unwrap_or_default(),
+                    c.metadata.name.clone().unwrap_or_default(),
+                );
+                let labels = c.metadata.labels.clone().unwrap_or_default();
+                for p in ctx2.world.all_providers() {
+                    if source::reads_configmap(&p, &ns, &name, &labels) {
+                        tr.send(p.provider_type, p.namespace(), p.name());
+                    }
+                }
+            }
+        }));
+    }
+    // Non-core providers wait for the core provider; any change of it wakes them all.
+    {
+        let ctx2 = ctx.clone();
+        let tr = triggers.clone();
+        let stream = watcher(Api::<CoreProvider>::all(client.clone()), wc.clone())
+            .default_backoff()
+            .touched_objects();
+        tasks.push(Box::pin(async move {
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                if ev.is_err() {
+                    continue;
+                }
+                for p in ctx2.world.all_providers() {
+                    if p.provider_type != ProviderType::Core {
+                        tr.send(p.provider_type, p.namespace(), p.name());
+                    }
+                }
+            }
+        }));
+    }
+
+    let watchers = tokio::spawn(join_all(tasks));
+    // Reconciling before the caches of installed objects are filled would re-apply everything
+    // and report Ready=False for a moment; wait for them first.
+    let _ = ctx.world.deployments.wait_until_ready().await;
+    for k in &ctx.world.owned {
+        let _ = k.store.wait_until_ready().await;
+    }
+    let cfg = ControllerConfig::default().concurrency(opts.concurrency);
+    let mut rx = receivers;
+    macro_rules! drive {
+        ($c:expr, $ty:ty, $t:expr) => {{
+            let rx = rx.remove(&$t).ok_or_else(|| anyhow::anyhow!("no trigger channel"))?;
+            let ctx = ctx.clone();
+            let cfg = cfg.clone();
+            Box::pin(async move {
+                $c.with_config(cfg)
+                    .reconcile_on(trigger_stream::<$ty>(rx))
+                    .shutdown_on_signal()
+                    .run(reconcile::reconcile::<$ty>, reconcile::error_policy::<$ty>, ctx)
+                    .for_each(|r| async move {
+                        if let Err(e) = r {
+                            tracing::debug!(error = %e, "reconcile failed");
+                        }
+                    })
+                    .await
+            }) as std::pin::Pin<Box<dyn futures::Future<Output = ()> + Send>>
+        }};
+    }
+    let controllers = vec![
+        drive!(core, CoreProvider, ProviderType::Core),
+        drive!(bootstrap, BootstrapProvider, ProviderType::Bootstrap),
+        drive!(
+            control_plane,
+            ControlPlaneProvider,
+            ProviderType::ControlPlane
+        ),
+        drive!(infra, InfrastructureProvider, ProviderType::Infrastructure),
+        drive!(ipam, IPAMProvider, ProviderType::Ipam),
+        drive!(
+            runtime_ext,
+            RuntimeExtensionProvider,
+            ProviderType::RuntimeExtension
+        ),
+        drive!(addon, AddonProvider, ProviderType::Addon),
+    ];
+    info!("controllers starting");
+    join_all(controllers).await;
+    watchers.abort();
+    info!("controllers stopped");
+    Ok(())
+}
+
+/// Key of a provider for bookkeeping maps.
+pub fn provider_key(p: &AnyProvider) -> String {
+    format!("{}/{}/{}", p.provider_type.kind(), p.namespace(), p.name())
+}

@@ -1,0 +1,749 @@
+//! The generic reconciler every provider kind runs: preflight checks, version resolution,
+//! fetch (through the in-cluster release cache), render, server-side apply, prune, and status.
+//!
+//! Two classes of failure, as in Gardener's ConfigValidator: configuration problems (bad
+//! version, missing variables, unknown release, contract mismatch, invalid YAML) set a condition
+//! and wait for a change, with only a slow periodic retry; transient ones (network, 5xx, API
+//! conflicts) are returned as errors and retried with exponential backoff.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+    time::Duration,
+};
+
+use capi_components::{
+    metadata::Metadata,
+    render::{self, RenderError},
+    source::{SourceError, fetch_release},
+};
+use capi_operator_api::{
+    AnyProvider, FINALIZER, MANAGED_BY_ANNOTATION, Provider, ProviderStatus, ProviderType,
+    conditions::{PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, READY},
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::{
+        controller::Action,
+        events::{Event, EventType},
+    },
+};
+use serde_json::{Value, json};
+use tracing::{debug, info, warn};
+
+use super::{
+    Ctx, FIELD_MANAGER, OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL,
+    apply::{ApplyError, key_of},
+    conditions::{self, Desired},
+    preflight::{self, Failure},
+    provider_key,
+    source::{self, Chosen, ReleaseCache},
+};
+
+/// Condition reasons beyond the preflight ones.
+pub mod reason {
+    /// Preflight checks passed.
+    pub const PASSED: &str = "PreflightChecksPassed";
+    /// fetchConfig cannot be used.
+    pub const INVALID_FETCH_CONFIG: &str = "InvalidFetchConfig";
+    /// The release could not be fetched (version or file missing, access refused).
+    pub const FETCH_FAILED: &str = "ComponentsFetchError";
+    /// The source is temporarily unreachable; retried with backoff.
+    pub const SOURCE_UNAVAILABLE: &str = "SourceUnavailable";
+    /// metadata.yaml is unusable for the version.
+    pub const INVALID_METADATA: &str = "InvalidMetadata";
+    /// The referenced Secret does not exist.
+    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
+    /// The referenced additionalManifests ConfigMap does not exist or is unusable.
+    pub const ADDITIONAL_MANIFESTS: &str = "AdditionalManifestsError";
+    /// Variables the release needs are missing.
+    pub const MISSING_VARIABLES: &str = "MissingVariables";
+    /// The release could not be rendered (YAML, patches, customization).
+    pub const RENDER_FAILED: &str = "ComponentsRenderError";
+    /// The apiserver refused an object, or a kind the release needs is not served.
+    pub const APPLY_FAILED: &str = "ApplyFailed";
+    /// Applying is being retried after a temporary failure.
+    pub const APPLY_RETRYING: &str = "ApplyRetrying";
+    /// Components installed.
+    pub const INSTALLED: &str = "Installed";
+    /// Every Deployment of the provider is available.
+    pub const AVAILABLE: &str = "DeploymentsAvailable";
+    /// Some Deployment is not available yet.
+    pub const NOT_AVAILABLE: &str = "DeploymentsNotAvailable";
+    /// The release has no Deployment to watch.
+    pub const NO_DEPLOYMENT: &str = "NoDeployment";
+}
+
+/// Errors retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("{0}")]
+    Kube(#[from] kube::Error),
+    /// The release source failed temporarily.
+    #[error("{0}")]
+    Source(SourceError),
+    /// Applying failed temporarily.
+    #[error("{0}")]
+    Apply(ApplyError),
+}
+
+/// A configuration problem: which condition it goes on, its reason and message.
+#[derive(Debug)]
+struct Problem {
+    condition: &'static str,
+    reason: &'static str,
+    message: String,
+}
+
+enum Step {
+    /// Installed; the status is up to date.
+    Done,
+    /// spec.version was written; the update brings the next reconcile.
+    VersionWritten,
+    /// A configuration problem.
+    Problem(Problem),
+    /// A temporary failure, shown on a condition and retried with backoff.
+    Transient(Error, Problem),
+}
+
+fn problem(condition: &'static str, reason: &'static str, message: impl Into<String>) -> Step {
+    Step::Problem(Problem {
+        condition,
+        reason,
+        message: message.into(),
+    })
+}
+
+fn preflight_failed(f: Failure) -> Step {
+    problem(PREFLIGHT_CHECK_PASSED, f.reason, f.message)
+}
+
+fn source_failed(condition: &'static str, e: SourceError) -> Step {
+    if e.is_transient() {
+        let message = e.to_string();
+        Step::Transient(
+            Error::Source(e),
+            Problem {
+                condition,
+                reason: reason::SOURCE_UNAVAILABLE,
+                message,
+            },
+        )
+    } else {
+        problem(condition, reason::FETCH_FAILED, e.to_string())
+    }
+}
+
+/// Reconciles one provider object.
+pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let p = AnyProvider::from(obj.as_ref());
+    if p.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MANAGED_BY_ANNOTATION))
+    {
+        debug!(provider = %provider_key(&p), "managed by something else; left alone");
+        return Ok(Action::await_change());
+    }
+    let api: Api<P> = Api::namespaced(ctx.client.clone(), p.namespace());
+    if p.metadata.deletion_timestamp.is_some() {
+        return delete(obj.as_ref(), &p, &api, &ctx).await;
+    }
+    if !p
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == FINALIZER)
+    {
+        let mut finalizers = p.metadata.finalizers.clone().unwrap_or_default();
+        finalizers.push(FINALIZER.to_string());
+        // The resourceVersion makes this a compare-and-swap: a concurrent finalizer change
+        // gives a conflict and a retry rather than a lost entry.
+        let patch = json!({"metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": p.metadata.resource_version,
+        }});
+        api.patch(p.name(), &merge_params(), &Patch::Merge(&patch))
+            .await?;
+        return Ok(Action::await_change());
+    }
+
+    let old = p.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    let generation = p.metadata.generation;
+    let step = install(obj.as_ref(), &p, &ctx, &api, &mut status).await;
+    let (action, err) = match step {
+        Step::Done => {
+            if let Ok(mut f) = ctx.failures.lock() {
+                f.remove(&provider_key(&p));
+            }
+            (Action::requeue(ctx.opts.resync), None)
+        }
+        Step::VersionWritten => return Ok(Action::await_change()),
+        Step::Problem(pb) => {
+            warn!(provider = %provider_key(&p), reason = pb.reason, message = %pb.message, "configuration problem");
+            conditions::set(
+                &mut status.conditions,
+                &Desired::failed(pb.condition, pb.reason, pb.message),
+                generation,
+            );
+            if pb.condition == PREFLIGHT_CHECK_PASSED {
+                mark_not_installed_unless_installed(&mut status, generation);
+            }
+            (Action::requeue(ctx.opts.config_retry), None)
+        }
+        Step::Transient(e, pb) => {
+            warn!(provider = %provider_key(&p), error = %e, "temporary failure; retrying with backoff");
+            conditions::set(
+                &mut status.conditions,
+                &Desired::failed(pb.condition, pb.reason, pb.message),
+                generation,
+            );
+            (Action::await_change(), Some(e))
+        }
+    };
+    status.observed_generation = generation;
+    publish_transitions(obj.as_ref(), &ctx, &old, &status).await;
+    if status != old {
+        write_status(&api, &p, &status).await?;
+    }
+    match err {
+        Some(e) => Err(e),
+        None => Ok(action),
+    }
+}
+
+// Before the first install a failed preflight also means "not installed"; once installed, the
+// install condition keeps describing what runs.
+fn mark_not_installed_unless_installed(status: &mut ProviderStatus, generation: Option<i64>) {
+    if status.installed_version.is_none() && status.condition(PROVIDER_INSTALLED).is_none() {
+        conditions::set(
+            &mut status.conditions,
+            &Desired::failed(
+                PROVIDER_INSTALLED,
+                "PreflightCheckFailed",
+                "waiting for the preflight checks to pass",
+            ),
+            generation,
+        );
+    }
+}
+
+/// Backoff for transient failures: 1 s doubling up to 5 minutes.
+pub fn error_policy<P: Provider>(obj: Arc<P>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    let key = provider_key(&AnyProvider::from(obj.as_ref()));
+    let n = ctx
+        .failures
+        .lock()
+        .map(|mut f| {
+            let n = f.entry(key.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        })
+        .unwrap_or(1);
+    let delay =
+        Duration::from_secs(1u64 << n.min(9).saturating_sub(1)).min(Duration::from_secs(300));
+    debug!(provider = %key, error = %err, attempt = n, ?delay, "requeue after failure");
+    Action::requeue(delay)
+}
+
+fn merge_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    }
+}
+
+async fn write_status<P: Provider>(
+    api: &Api<P>,
+    p: &AnyProvider,
+    status: &ProviderStatus,
+) -> Result<(), kube::Error> {
+    let body = json!({
+        "apiVersion": format!("{}/{}", capi_operator_api::GROUP, capi_operator_api::VERSION),
+        "kind": p.provider_type.kind(),
+        "status": status,
+    });
+    api.patch_status(
+        p.name(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn publish<P: Provider>(obj: &P, ctx: &Ctx, ok: bool, reason: &str, note: String) {
+    let ev = Event {
+        type_: if ok {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        },
+        reason: reason.to_string(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &obj.object_ref(&())).await {
+        debug!(error = %e, "event not published");
+    }
+}
+
+// One event per condition transition: repeated reconciles of an unchanged state publish nothing,
+// so an idle cluster sees no event writes.
+async fn publish_transitions<P: Provider>(
+    obj: &P,
+    ctx: &Ctx,
+    old: &ProviderStatus,
+    new: &ProviderStatus,
+) {
+    for c in &new.conditions {
+        let before = old.condition(&c.type_);
+        if before.is_some_and(|b| b.status == c.status && b.reason == c.reason) {
+            continue;
+        }
+        let note = if c.message.is_empty() {
+            format!("{} is {}", c.type_, c.status)
+        } else {
+            c.message.clone()
+        };
+        publish(obj, ctx, c.status == "True", &c.reason, note).await;
+    }
+}
+
+async fn read_variables(ctx: &Ctx, p: &AnyProvider) -> Result<BTreeMap<String, String>, Step> {
+    let Some(name) = p.spec.secret_name.as_deref().filter(|s| !s.is_empty()) else {
+        return Ok(BTreeMap::new());
+    };
+    let ns = p.spec.secret_namespace.as_deref().unwrap_or(p.namespace());
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let secret = match api.get_opt(name).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return Err(problem(
+                PROVIDER_INSTALLED,
+                reason::SECRET_NOT_FOUND,
+                format!("Secret {ns}/{name} (spec.configSecret) does not exist"),
+            ));
+        }
+        Err(e) => {
+            let message = format!("reading Secret {ns}/{name}: {e}");
+            return Err(Step::Transient(
+                Error::Kube(e),
+                Problem {
+                    condition: PROVIDER_INSTALLED,
+                    reason: reason::SECRET_NOT_FOUND,
+                    message,
+                },
+            ));
+        }
+    };
+    let mut vars = BTreeMap::new();
+    for (k, v) in secret.data.unwrap_or_default() {
+        // Values are never logged; a non-UTF-8 value cannot be substituted into YAML anyway.
+        if let Ok(s) = String::from_utf8(v.0) {
+            vars.insert(k, s);
+        }
+    }
+    for (k, v) in secret.string_data.unwrap_or_default() {
+        vars.insert(k, v);
+    }
+    Ok(vars)
+}
+
+async fn read_additional_manifests(ctx: &Ctx, p: &AnyProvider) -> Result<Option<String>, Step> {
+    let Some(r) = p.spec.additional_manifests.as_ref() else {
+        return Ok(None);
+    };
+    let ns = r.namespace.as_deref().unwrap_or(p.namespace());
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
+    match api.get_opt(&r.name).await {
+        Ok(Some(cm)) => match cm.data.and_then(|mut d| d.remove("manifests")) {
+            Some(text) => Ok(Some(text)),
+            None => Err(problem(
+                PROVIDER_INSTALLED,
+                reason::ADDITIONAL_MANIFESTS,
+                format!("ConfigMap {ns}/{} has no key \"manifests\"", r.name),
+            )),
+        },
+        Ok(None) => Err(problem(
+            PROVIDER_INSTALLED,
+            reason::ADDITIONAL_MANIFESTS,
+            format!(
+                "ConfigMap {ns}/{} (spec.additionalManifests) does not exist",
+                r.name
+            ),
+        )),
+        Err(e) => {
+            let message = format!("reading ConfigMap {ns}/{}: {e}", r.name);
+            Err(Step::Transient(
+                Error::Kube(e),
+                Problem {
+                    condition: PROVIDER_INSTALLED,
+                    reason: reason::ADDITIONAL_MANIFESTS,
+                    message,
+                },
+            ))
+        }
+    }
+}
+
+fn render_problem(e: RenderError) -> Step {
+    let text = e.to_string();
+    let reason = if text.contains("value for variables") || text.contains("missing variable") {
+        reason::MISSING_VARIABLES
+    } else {
+        reason::RENDER_FAILED
+    };
+    problem(PROVIDER_INSTALLED, reason, text)
+}
+
+fn apply_failed(e: ApplyError) -> Step {
+    if e.is_transient() {
+        let message = e.to_string();
+        Step::Transient(
+            Error::Apply(e),
+            Problem {
+                condition: PROVIDER_INSTALLED,
+                reason: reason::APPLY_RETRYING,
+                message,
+            },
+        )
+    } else {
+        problem(PROVIDER_INSTALLED, reason::APPLY_FAILED, e.to_string())
+    }
+}
+
+/// Labels every rendered object with the provider that installs it, so the caches can find
+/// all of a provider's objects for drift repair, pruning and deletion.
+pub fn label_owned(objects: &mut [Value], p: &AnyProvider) {
+    for o in objects.iter_mut() {
+        let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let labels = meta
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(l) = labels.as_object_mut() {
+            l.insert(OWNER_KIND_LABEL.into(), p.provider_type.kind().into());
+            l.insert(OWNER_NAME_LABEL.into(), p.name().into());
+            l.insert(OWNER_NAMESPACE_LABEL.into(), p.namespace().into());
+        }
+    }
+}
+
+async fn fetch(
+    ctx: &Ctx,
+    p: &AnyProvider,
+    chosen: &Chosen,
+    version: &str,
+) -> Result<source::Release, SourceError> {
+    if !chosen.cacheable {
+        return fetch_release(&chosen.source, Some(version), &chosen.components_file).await;
+    }
+    let cache = ReleaseCache::new(ctx.client.clone(), p.namespace());
+    if let Some(r) = cache.get(p, version).await? {
+        return Ok(r);
+    }
+    let release = fetch_release(&chosen.source, Some(version), &chosen.components_file).await?;
+    info!(provider = %provider_key(p), version, "release fetched");
+    if let Err(e) = cache.put(p, &release).await {
+        // The cache only saves a future fetch; failing to write it is not fatal.
+        warn!(provider = %provider_key(p), error = %e, "release not cached");
+    }
+    Ok(release)
+}
+
+async fn install<P: Provider>(
+    obj: &P,
+    p: &AnyProvider,
+    ctx: &Ctx,
+    api: &Api<P>,
+    status: &mut ProviderStatus,
+) -> Step {
+    let generation = p.metadata.generation;
+    let same_kind = ctx.world.providers(p.provider_type);
+    let cores = ctx.world.providers(ProviderType::Core);
+    if let Err(f) = preflight::check_objects(p, &same_kind, &cores) {
+        return preflight_failed(f);
+    }
+    let core = if p.provider_type == ProviderType::Core {
+        None
+    } else {
+        match preflight::ready_core(&cores) {
+            Ok(c) => Some(c.clone()),
+            Err(f) => return preflight_failed(f),
+        }
+    };
+    let vars = match read_variables(ctx, p).await {
+        Ok(v) => v,
+        Err(step) => return step,
+    };
+    let chosen = match source::choose(ctx, p, &vars) {
+        Ok(c) => c,
+        Err(message) => {
+            return problem(
+                PREFLIGHT_CHECK_PASSED,
+                reason::INVALID_FETCH_CONFIG,
+                message,
+            );
+        }
+    };
+
+    let version = match p.spec.version.as_deref().filter(|v| !v.is_empty()) {
+        Some(v) => v.to_string(),
+        None => {
+            let resolved = match chosen.url_version.clone() {
+                Some(v) => v,
+                None => match fetch_release(&chosen.source, None, &chosen.components_file).await {
+                    Ok(r) => {
+                        if chosen.cacheable
+                            && let Err(e) = ReleaseCache::new(ctx.client.clone(), p.namespace())
+                                .put(p, &r)
+                                .await
+                        {
+                            warn!(error = %e, "release not cached");
+                        }
+                        r.version
+                    }
+                    Err(e) => return source_failed(PREFLIGHT_CHECK_PASSED, e),
+                },
+            };
+            let patch = json!({"spec": {"version": resolved}});
+            return match api
+                .patch(p.name(), &merge_params(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    info!(provider = %provider_key(p), version = %resolved, "resolved the latest release into spec.version");
+                    publish(
+                        obj,
+                        ctx,
+                        true,
+                        "VersionResolved",
+                        format!("spec.version set to {resolved}, the latest release"),
+                    )
+                    .await;
+                    Step::VersionWritten
+                }
+                Err(e) => Step::Transient(
+                    Error::Kube(e),
+                    Problem {
+                        condition: PREFLIGHT_CHECK_PASSED,
+                        reason: reason::SOURCE_UNAVAILABLE,
+                        message: "writing the resolved version into spec.version failed".into(),
+                    },
+                ),
+            };
+        }
+    };
+    if let Err(f) = preflight::check_downgrade(status.installed_version.as_deref(), &version) {
+        return preflight_failed(f);
+    }
+
+    let release = match fetch(ctx, p, &chosen, &version).await {
+        Ok(r) => r,
+        Err(e) => return source_failed(PROVIDER_INSTALLED, e),
+    };
+    let contract = match Metadata::parse(&release.metadata)
+        .map_err(|e| e.to_string())
+        .and_then(|m| {
+            m.contract_for(&version)
+                .map(str::to_string)
+                .map_err(|e| e.to_string())
+        }) {
+        Ok(c) => c,
+        Err(message) => return problem(PREFLIGHT_CHECK_PASSED, reason::INVALID_METADATA, message),
+    };
+    if let Some(core) = &core
+        && let Err(f) = preflight::check_contract(core, &contract)
+    {
+        return preflight_failed(f);
+    }
+    conditions::set(
+        &mut status.conditions,
+        &Desired::ok(PREFLIGHT_CHECK_PASSED, reason::PASSED, ""),
+        generation,
+    );
+
+    let additional = match read_additional_manifests(ctx, p).await {
+        Ok(a) => a,
+        Err(step) => return step,
+    };
+    // TODO(render_with): pass additional manifests once the render step takes them.
+    let _ = additional;
+    let rendered = match render::render(p, &release, |k| vars.get(k).cloned()) {
+        Ok(r) => r,
+        Err(e) => return render_problem(e),
+    };
+    let mut objects = rendered.objects;
+    label_owned(&mut objects, p);
+    objects.iter_mut().for_each(super::apply::prepare);
+
+    let report = match ctx
+        .applier
+        .apply_all(&objects, |k| ctx.world.live_rv(k))
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return apply_failed(e),
+    };
+    if report.applied > 0 {
+        info!(provider = %provider_key(p), applied = report.applied, unchanged = report.unchanged, "applied");
+    }
+
+    // Prune what this provider installed before but no longer renders. CRDs and namespaces stay:
+    // deleting a CRD deletes every custom resource of it.
+    let desired: BTreeSet<_> = objects.iter().filter_map(|o| key_of(o).ok()).collect();
+    let stale: Vec<_> = ctx
+        .world
+        .installed(p)
+        .into_iter()
+        .filter(|(k, _, _)| !desired.contains(k))
+        .filter(|(k, _, _)| k.kind != "CustomResourceDefinition" && k.kind != "Namespace")
+        .collect();
+    if !stale.is_empty() {
+        match ctx.applier.delete_all(&stale).await {
+            Ok(n) if n > 0 => {
+                let names: Vec<String> = stale.iter().map(|(k, _, _)| k.to_string()).collect();
+                publish(
+                    obj,
+                    ctx,
+                    true,
+                    "Pruned",
+                    format!("removed objects no longer rendered: {}", names.join(", ")),
+                )
+                .await;
+            }
+            Ok(_) => {}
+            Err(e) => return apply_failed(e),
+        }
+    }
+
+    let changed_version = status.installed_version.as_deref() != Some(version.as_str());
+    status.installed_version = Some(version.clone());
+    status.contract = Some(contract);
+    conditions::set(
+        &mut status.conditions,
+        &Desired::ok(
+            PROVIDER_INSTALLED,
+            reason::INSTALLED,
+            format!("{version} installed ({} objects)", objects.len()),
+        ),
+        generation,
+    );
+    if changed_version && report.applied > 0 {
+        publish(
+            obj,
+            ctx,
+            true,
+            "VersionInstalled",
+            format!("{version} applied"),
+        )
+        .await;
+    }
+    conditions::set(&mut status.conditions, &readiness(ctx, p), generation);
+    Step::Done
+}
+
+/// Ready from the provider's Deployments: every one Available and rolled out.
+fn readiness(ctx: &Ctx, p: &AnyProvider) -> Desired {
+    let deployments = ctx.world.deployments_of(p);
+    if deployments.is_empty() {
+        return Desired::failed(
+            READY,
+            reason::NO_DEPLOYMENT,
+            "no Deployment of the provider exists (yet)",
+        );
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for d in &deployments {
+        let st = d.status.as_ref();
+        let available = st
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Available"));
+        let rolled_out = st.is_some_and(|s| {
+            s.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0)
+                && s.updated_replicas.unwrap_or(0)
+                    >= d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+        });
+        if available.is_none_or(|c| c.status != "True") || !rolled_out {
+            let why = available
+                .and_then(|c| c.message.clone())
+                .unwrap_or_else(|| "rollout in progress".into());
+            return Desired::failed(
+                READY,
+                reason::NOT_AVAILABLE,
+                format!(
+                    "Deployment {}/{} is not available: {why}",
+                    d.namespace().unwrap_or_default(),
+                    d.name_any()
+                ),
+            );
+        }
+        names.push(d.metadata.name.as_deref().unwrap_or(""));
+    }
+    names.sort();
+    Desired::ok(
+        READY,
+        reason::AVAILABLE,
+        format!("available: {}", names.join(", ")),
+    )
+}
+
+async fn delete<P: Provider>(
+    obj: &P,
+    p: &AnyProvider,
+    api: &Api<P>,
+    ctx: &Ctx,
+) -> Result<Action, Error> {
+    if !p
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == FINALIZER)
+    {
+        return Ok(Action::await_change());
+    }
+    let left: Vec<_> = ctx
+        .world
+        .installed(p)
+        .into_iter()
+        .filter(|(k, _, _)| k.kind != "CustomResourceDefinition" && k.kind != "Namespace")
+        .collect();
+    if !left.is_empty() {
+        ctx.applier.delete_all(&left).await.map_err(Error::Apply)?;
+        publish(
+            obj,
+            ctx,
+            true,
+            "Deleting",
+            format!("deleting {} installed objects", left.len()),
+        )
+        .await;
+        // The caches report the deletions; the watch events bring the next pass.
+        return Ok(Action::requeue(Duration::from_secs(5)));
+    }
+    let finalizers: Vec<String> = p
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| f.as_str() != FINALIZER)
+        .cloned()
+        .collect();
+    let patch = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": p.metadata.resource_version,
+    }});
+    api.patch(p.name(), &merge_params(), &Patch::Merge(&patch))
+        .await?;
+    info!(provider = %provider_key(p), "components removed; finalizer released");
+    Ok(Action::await_change())
+}

@@ -1,0 +1,355 @@
+//! Choosing a provider's release source from its spec, reading ConfigMaps for the air-gapped
+//! layout, and caching fetched releases in the cluster so a restart does not fetch again.
+
+use std::{collections::BTreeMap, io::Write};
+
+use capi_components::source::{
+    ReleaseSource, SourceError,
+    configmap::{ConfigMapData, ConfigMapReader, ConfigMapSource},
+};
+use capi_operator_api::{
+    AnyProvider, CONFIGMAP_COMPRESSED_ANNOTATION, CONFIGMAP_VERSION_LABEL, ProviderType,
+};
+use k8s_openapi::{ByteString, api::core::v1::ConfigMap};
+use kube::{
+    Api, Client,
+    api::{ListParams, ObjectMeta, PostParams},
+};
+
+use super::labels;
+
+/// Label on the ConfigMaps the operator caches fetched releases in.
+pub const RELEASE_CACHE_LABEL: &str = "management.cluster.x-k8s.io/release-cache";
+
+/// Above this size (metadata + components) cached components are gzip-compressed, as in the
+/// specification's air-gapped layout.
+const COMPRESS_ABOVE: usize = 1024 * 1024;
+
+/// Reads the ConfigMaps a selector picks in one namespace.
+#[derive(Clone)]
+pub struct KubeConfigMaps {
+    api: Api<ConfigMap>,
+    selector: String,
+}
+
+impl KubeConfigMaps {
+    /// ConfigMaps of `namespace` matching `selector` (API string form).
+    pub fn new(client: Client, namespace: &str, selector: String) -> KubeConfigMaps {
+        KubeConfigMaps {
+            api: Api::namespaced(client, namespace),
+            selector,
+        }
+    }
+}
+
+/// The parts of a ConfigMap the engine reads.
+pub fn data_of(cm: &ConfigMap) -> ConfigMapData {
+    ConfigMapData {
+        name: cm.metadata.name.clone().unwrap_or_default(),
+        labels: cm.metadata.labels.clone().unwrap_or_default(),
+        annotations: cm.metadata.annotations.clone().unwrap_or_default(),
+        data: cm.data.clone().unwrap_or_default(),
+        binary_data: cm
+            .binary_data
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.0.clone()))
+            .collect(),
+    }
+}
+
+fn kube_to_source(what: &str, e: kube::Error) -> SourceError {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => SourceError::Unauthorized(what.to_string()),
+        kube::Error::Api(s) if s.code == 404 => SourceError::NotFound(what.to_string()),
+        e => SourceError::Transient {
+            what: what.to_string(),
+            reason: e.to_string(),
+        },
+    }
+}
+
+impl ConfigMapReader for KubeConfigMaps {
+    async fn list(&self) -> Result<Vec<ConfigMapData>, SourceError> {
+        let lp = ListParams::default().labels(&self.selector);
+        let list = self
+            .api
+            .list(&lp)
+            .await
+            .map_err(|e| kube_to_source("the selected ConfigMaps", e))?;
+        Ok(list
+            .items
+            .iter()
+            // The operator's own release cache never stands for a user's air-gapped release.
+            .filter(|cm| {
+                cm.metadata
+                    .labels
+                    .as_ref()
+                    .is_none_or(|l| !l.contains_key(RELEASE_CACHE_LABEL))
+            })
+            .map(data_of)
+            .collect())
+    }
+}
+
+/// One cached ConfigMap, read through the air-gapped source so both share one decoder.
+struct Single(ConfigMapData);
+
+impl ConfigMapReader for Single {
+    async fn list(&self) -> Result<Vec<ConfigMapData>, SourceError> {
+        Ok(vec![self.0.clone()])
+    }
+}
+
+/// Name of the cache ConfigMap of a provider's version (DNS-1123: lower case, `+` replaced).
+pub fn cache_name(p: &AnyProvider, version: &str) -> String {
+    let raw = format!("{}-{}-{}", p.provider_type.word(), p.name(), version);
+    let mut name: String = raw
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' | '-' | '.' => c,
+            'A'..='Z' => c.to_ascii_lowercase(),
+            _ => '-',
+        })
+        .collect();
+    name.truncate(253);
+    name.trim_end_matches(['-', '.']).to_string()
+}
+
+/// The release cache of one namespace.
+pub struct ReleaseCache {
+    api: Api<ConfigMap>,
+}
+
+/// A fetched release, from the cache or the source.
+pub type Release = capi_components::source::Release;
+
+impl ReleaseCache {
+    /// The cache in `namespace`.
+    pub fn new(client: Client, namespace: &str) -> ReleaseCache {
+        ReleaseCache {
+            api: Api::namespaced(client, namespace),
+        }
+    }
+
+    /// The cached release of `p` at `version`, if any.
+    pub async fn get(
+        &self,
+        p: &AnyProvider,
+        version: &str,
+    ) -> Result<Option<Release>, SourceError> {
+        let name = cache_name(p, version);
+        let cm = match self.api.get_opt(&name).await {
+            Ok(Some(cm)) => cm,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(kube_to_source("the release cache", e)),
+        };
+        let mut data = data_of(&cm);
+        data.labels
+            .insert(CONFIGMAP_VERSION_LABEL.into(), version.to_string());
+        let source = ConfigMapSource::new(Single(data));
+        let metadata = source.fetch_file(version, "metadata.yaml").await?;
+        let components = source.fetch_file(version, "components").await?;
+        match (String::from_utf8(metadata), String::from_utf8(components)) {
+            (Ok(metadata), Ok(components)) => Ok(Some(Release {
+                version: version.to_string(),
+                metadata,
+                components,
+            })),
+            // A damaged cache entry is ignored; the release is fetched again and rewritten.
+            _ => Ok(None),
+        }
+    }
+
+    /// Stores `release` for `p` (owned by the provider object, so it goes with it).
+    pub async fn put(&self, p: &AnyProvider, release: &Release) -> Result<(), SourceError> {
+        let name = cache_name(p, &release.version);
+        let mut labels = BTreeMap::new();
+        labels.insert(RELEASE_CACHE_LABEL.to_string(), "true".to_string());
+        labels.insert(CONFIGMAP_VERSION_LABEL.to_string(), release.version.clone());
+        let mut annotations = BTreeMap::new();
+        let mut data = BTreeMap::new();
+        let mut binary = BTreeMap::new();
+        data.insert("metadata".to_string(), release.metadata.clone());
+        if release.metadata.len() + release.components.len() > COMPRESS_ABOVE {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(release.components.as_bytes())
+                .and_then(|_| Ok(()))
+                .map_err(|e| SourceError::Invalid(format!("compressing the release: {e}")))?;
+            let bytes = gz
+                .finish()
+                .map_err(|e| SourceError::Invalid(format!("compressing the release: {e}")))?;
+            binary.insert("components".to_string(), ByteString(bytes));
+            annotations.insert(CONFIGMAP_COMPRESSED_ANNOTATION.to_string(), "true".into());
+        } else {
+            data.insert("components".to_string(), release.components.clone());
+        }
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name),
+                labels: Some(labels),
+                annotations: Some(annotations),
+                owner_references: Some(vec![super::owner_reference(p)]),
+                ..ObjectMeta::default()
+            },
+            data: Some(data),
+            binary_data: (!binary.is_empty()).then_some(binary),
+            ..ConfigMap::default()
+        };
+        match self.api.create(&PostParams::default(), &cm).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(kube_to_source("the release cache", e)),
+        }
+    }
+}
+
+/// The selector query of a provider's fetchConfig.selector, if it has one.
+pub fn selector_query(p: &AnyProvider) -> Option<String> {
+    p.spec
+        .fetch_config
+        .as_ref()
+        .and_then(|f| f.selector.as_ref())
+        .map(labels::to_query)
+}
+
+/// Whether a ConfigMap with `labels` in `namespace` is one `p` reads (its selector or its
+/// additionalManifests).
+pub fn reads_configmap(
+    p: &AnyProvider,
+    namespace: &str,
+    name: &str,
+    cm_labels: &BTreeMap<String, String>,
+) -> bool {
+    if let Some(sel) = p
+        .spec
+        .fetch_config
+        .as_ref()
+        .and_then(|f| f.selector.as_ref())
+        && p.namespace() == namespace
+        && !cm_labels.contains_key(RELEASE_CACHE_LABEL)
+        && labels::matches(sel, cm_labels)
+    {
+        return true;
+    }
+    p.spec.additional_manifests.as_ref().is_some_and(|r| {
+        r.name == name && r.namespace.as_deref().unwrap_or(p.namespace()) == namespace
+    })
+}
+
+/// Whether `p` reads the Secret `namespace/name` for its variables.
+pub fn reads_secret(p: &AnyProvider, namespace: &str, name: &str) -> bool {
+    p.spec.secret_name.as_deref() == Some(name)
+        && p.spec.secret_namespace.as_deref().unwrap_or(p.namespace()) == namespace
+}
+
+/// The components file a provider's release uses when the source does not name one.
+pub fn default_components_file(t: ProviderType, name: &str) -> String {
+    capi_components::defaults::default_repository(t, name)
+        .map(|d| d.components_file.to_string())
+        .filter(|f| !f.is_empty())
+        .unwrap_or_else(|| t.components_file().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capi_operator_api::{ConfigMapReference, ProviderSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta as Meta;
+
+    fn provider(t: ProviderType, ns: &str, name: &str) -> AnyProvider {
+        AnyProvider {
+            provider_type: t,
+            metadata: Meta {
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+                ..Default::default()
+            },
+            spec: ProviderSpec::default(),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn cache_names_are_dns_safe() {
+        let p = provider(ProviderType::ControlPlane, "ns", "kubeadm");
+        assert_eq!(cache_name(&p, "v1.12.0"), "control-plane-kubeadm-v1.12.0");
+        assert_eq!(
+            cache_name(&p, "v1.12.0+Build"),
+            "control-plane-kubeadm-v1.12.0-build"
+        );
+    }
+
+    #[test]
+    fn secret_and_configmap_references() {
+        let mut p = provider(ProviderType::Infrastructure, "capa", "aws");
+        p.spec.secret_name = Some("creds".into());
+        assert!(reads_secret(&p, "capa", "creds"));
+        assert!(!reads_secret(&p, "other", "creds"));
+        p.spec.secret_namespace = Some("other".into());
+        assert!(reads_secret(&p, "other", "creds"));
+        p.spec.additional_manifests = Some(ConfigMapReference {
+            name: "extra".into(),
+            namespace: None,
+        });
+        assert!(reads_configmap(&p, "capa", "extra", &BTreeMap::new()));
+        assert!(!reads_configmap(&p, "capa", "nope", &BTreeMap::new()));
+    }
+}
+
+/// A release source of any kind.
+pub enum AnySource {
+    /// The air-gapped layout: ConfigMaps picked by fetchConfig.selector.
+    ConfigMaps(ConfigMapSource<KubeConfigMaps>),
+}
+
+impl ReleaseSource for AnySource {
+    async fn list_versions(&self) -> Result<Vec<String>, SourceError> {
+        match self {
+            AnySource::ConfigMaps(s) => s.list_versions().await,
+        }
+    }
+
+    async fn fetch_file(&self, version: &str, file: &str) -> Result<Vec<u8>, SourceError> {
+        match self {
+            AnySource::ConfigMaps(s) => s.fetch_file(version, file).await,
+        }
+    }
+}
+
+/// The source chosen for a provider and how to read it.
+pub struct Chosen {
+    /// The source.
+    pub source: AnySource,
+    /// The components file to fetch.
+    pub components_file: String,
+    /// The version a fetch URL names (used when spec.version is empty).
+    pub url_version: Option<String>,
+    /// Whether fetched releases are worth caching in the cluster (remote sources).
+    pub cacheable: bool,
+}
+
+/// Chooses the source of `p` from its fetchConfig (or the default repository of a well-known
+/// provider). `vars` are the provider Secret's data (tokens, registry credentials).
+pub fn choose(
+    ctx: &super::Ctx,
+    p: &AnyProvider,
+    vars: &BTreeMap<String, String>,
+) -> Result<Chosen, String> {
+    let _ = vars;
+    let fetch = p.spec.fetch_config.as_ref();
+    if let Some(query) = selector_query(p) {
+        let _ = fetch;
+        return Ok(Chosen {
+            source: AnySource::ConfigMaps(ConfigMapSource::new(KubeConfigMaps::new(
+                ctx.client.clone(),
+                p.namespace(),
+                query,
+            ))),
+            components_file: default_components_file(p.provider_type, p.name()),
+            url_version: None,
+            cacheable: false,
+        });
+    }
+    Err("remote sources are not wired yet".into())
+}

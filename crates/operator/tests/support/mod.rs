@@ -1,0 +1,184 @@
+//! Shared helpers of the operator's end-to-end tests: a private local control plane, the
+//! operator as a child process, ConfigMap releases and waiting on provider conditions.
+
+#![allow(dead_code)]
+
+use std::{collections::BTreeMap, io::Write, path::Path, time::Duration};
+
+use capi_test_support::{OperatorProcess, TestCluster, wait_for};
+use k8s_openapi::{ByteString, api::core::v1::ConfigMap};
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, PostParams},
+};
+use serde_json::Value;
+
+/// Result of a test.
+pub type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Path of the operator binary under test.
+pub fn operator_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_capi-provider-operator"))
+}
+
+/// Starts the operator against `cluster`.
+pub fn start_operator(cluster: &TestCluster, args: &[&str]) -> std::io::Result<OperatorProcess> {
+    OperatorProcess::start(cluster, operator_bin(), args)
+}
+
+/// The directory of the project's sample provider releases.
+pub fn samples() -> std::path::PathBuf {
+    capi_test_support::workspace_root().join("examples/sample-providers")
+}
+
+/// Applies YAML text with kubectl (server-side, as a GitOps tool would).
+pub fn apply(cluster: &TestCluster, yaml: &str) -> Result<String, Box<dyn std::error::Error>> {
+    let file = tempfile(yaml)?;
+    Ok(cluster.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "e2e-user",
+        "-f",
+        &file,
+    ])?)
+}
+
+/// Writes `text` into a fresh temporary file and returns its path.
+pub fn tempfile(text: &str) -> Result<String, Box<dyn std::error::Error>> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let path = std::env::temp_dir().join(format!("capi-e2e-{}-{n}.yaml", std::process::id()));
+    std::fs::write(&path, text)?;
+    Ok(path.to_string_lossy().into_owned())
+}
+
+/// Creates a ConfigMap in the air-gapped layout holding one release (gzip above 1 MiB).
+pub async fn release_configmap(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+    version: &str,
+    metadata: &str,
+    components: &str,
+) -> TestResult {
+    let mut l: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    l.insert("provider.cluster.x-k8s.io/version".into(), version.into());
+    let mut data = BTreeMap::new();
+    data.insert("metadata".to_string(), metadata.to_string());
+    let mut binary = BTreeMap::new();
+    let mut annotations = BTreeMap::new();
+    if metadata.len() + components.len() > 1024 * 1024 {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(components.as_bytes())?;
+        binary.insert("components".to_string(), ByteString(gz.finish()?));
+        annotations.insert(
+            "provider.cluster.x-k8s.io/compressed".to_string(),
+            "true".to_string(),
+        );
+    } else {
+        data.insert("components".to_string(), components.to_string());
+    }
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            labels: Some(l),
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        data: Some(data),
+        binary_data: (!binary.is_empty()).then_some(binary),
+        ..Default::default()
+    };
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    api.create(&PostParams::default(), &cm).await?;
+    Ok(())
+}
+
+/// Creates the ConfigMap of a release read from `DIR/<label>/<version>/`.
+pub async fn release_configmap_from_dir(
+    client: &Client,
+    namespace: &str,
+    dir: &Path,
+    label: &str,
+    version: &str,
+    components_file: &str,
+    labels: &[(&str, &str)],
+) -> TestResult {
+    let base = dir.join(label).join(version);
+    let metadata = std::fs::read_to_string(base.join("metadata.yaml"))?;
+    let components = std::fs::read_to_string(base.join(components_file))?;
+    release_configmap(
+        client,
+        namespace,
+        &format!("{label}-{version}"),
+        labels,
+        version,
+        &metadata,
+        &components,
+    )
+    .await
+}
+
+/// The provider object `kind` `namespace/name` as JSON.
+pub async fn provider(client: &Client, kind: &str, namespace: &str, name: &str) -> Option<Value> {
+    let plural = format!("{}s", kind.to_lowercase());
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("management.cluster.x-k8s.io", "v1alpha1", kind),
+        &plural,
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+    let o = api.get_opt(name).await.ok()??;
+    serde_json::to_value(o).ok()
+}
+
+/// The condition `type_` of a provider object.
+pub fn condition<'a>(p: &'a Value, type_: &str) -> Option<&'a Value> {
+    p.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+}
+
+/// Waits until the provider's condition `type_` has `status` and (if given) `reason`.
+pub async fn wait_condition(
+    client: &Client,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    type_: &str,
+    status: &str,
+    reason: Option<&str>,
+    timeout: Duration,
+) -> Result<Value, Box<dyn std::error::Error>> {
+    let last = std::sync::Arc::new(std::sync::Mutex::new(None::<Value>));
+    let got = wait_for(timeout, || {
+        let client = client.clone();
+        let last = last.clone();
+        async move {
+            let p = provider(&client, kind, namespace, name).await?;
+            if let Ok(mut l) = last.lock() {
+                *l = Some(p.clone());
+            }
+            let c = condition(&p, type_)?;
+            let ok = c.get("status").and_then(Value::as_str) == Some(status)
+                && reason.is_none_or(|r| c.get("reason").and_then(Value::as_str) == Some(r));
+            ok.then_some(p)
+        }
+    })
+    .await;
+    got.ok_or_else(|| {
+        format!(
+            "{kind} {namespace}/{name}: condition {type_}={status} ({reason:?}) not reached; last seen status: {}",
+            last.lock().ok().and_then(|l| l.clone()).and_then(|p| p.get("status").cloned())
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "none".into())
+        )
+        .into()
+    })
+}
