@@ -249,10 +249,20 @@ impl Applier {
             let r = self.resolve(&gvk_of(obj)).await?;
             let api = self.api(&r, &key.namespace);
             let params = PatchParams::apply(FIELD_MANAGER).force();
-            let result = api
-                .patch(&key.name, &params, &Patch::Apply(obj))
-                .await
-                .map_err(|e| classify(&key, e))?;
+            let result = match api.patch(&key.name, &params, &Patch::Apply(obj)).await {
+                Err(kube::Error::Api(s))
+                    if s.code == 422 && s.message.contains("field is immutable") =>
+                {
+                    // A new version changed an immutable field (e.g. a Deployment selector):
+                    // the object is replaced, which is what an upgrade needs.
+                    tracing::info!(object = %key, "immutable field changed; recreating");
+                    self.recreate(&api, &key).await?;
+                    api.patch(&key.name, &params, &Patch::Apply(obj))
+                        .await
+                        .map_err(|e| classify(&key, e))?
+                }
+                r => r.map_err(|e| classify(&key, e))?,
+            };
             report.applied += 1;
             tracing::debug!(object = %key, live = ?live, "applied");
             if let Some(rv) = result.metadata.resource_version
@@ -268,6 +278,24 @@ impl Applier {
             self.wait_established(&name).await?;
         }
         Ok(report)
+    }
+
+    async fn recreate(&self, api: &Api<DynamicObject>, key: &ObjKey) -> Result<(), ApplyError> {
+        let params = DeleteParams::foreground();
+        match api.delete(&key.name, &params).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            Err(e) => return Err(ApplyError::Transient(e)),
+        }
+        for _ in 0..600 {
+            if api.get_opt(&key.name).await?.is_none() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(ApplyError::Transient(kube::Error::Service(
+            format!("{key} was not deleted in time").into(),
+        )))
     }
 
     async fn wait_established(&self, name: &str) -> Result<(), ApplyError> {

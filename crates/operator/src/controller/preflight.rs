@@ -2,7 +2,10 @@
 //! unit-tested without a cluster. Each failure has its own condition reason.
 
 use capi_components::{defaults, version};
-use capi_operator_api::{AnyProvider, ProviderType, conditions::READY};
+use capi_operator_api::{
+    AnyProvider, ProviderType,
+    conditions::{PAUSED, READY},
+};
 
 /// Condition reasons of failed preflight checks.
 pub mod reason {
@@ -127,7 +130,12 @@ pub fn ready_core<'a>(cores: &'a [AnyProvider]) -> Result<&'a AnyProvider, Failu
             message: "no CoreProvider exists yet; install the core provider first".into(),
         });
     };
-    let ready = core.status.as_ref().is_some_and(|s| s.is_true(READY));
+    // A paused core (the pause → upgrade → unpause sequence of a contract change) counts as
+    // ready: the others must be upgradable while it is down.
+    let ready = core
+        .status
+        .as_ref()
+        .is_some_and(|s| s.is_true(READY) || (s.installed_version.is_some() && s.is_true(PAUSED)));
     if !ready {
         return Err(Failure {
             reason: reason::WAITING_FOR_CORE,

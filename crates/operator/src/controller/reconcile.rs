@@ -18,13 +18,22 @@ use capi_components::{
     source::{SourceError, fetch_release},
 };
 use capi_operator_api::{
-    AnyProvider, FINALIZER, MANAGED_BY_ANNOTATION, Provider, ProviderStatus, ProviderType,
-    conditions::{PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, READY},
+    AnyProvider, FINALIZER, MANAGED_BY_ANNOTATION, ORIGINAL_REPLICAS_ANNOTATION, Provider,
+    ProviderStatus, ProviderType,
+    conditions::{
+        DELETING, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, PROVIDER_UPGRADED, READY,
+    },
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::{
+    api::core::v1::{ConfigMap, Secret},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
 use kube::{
     Api, ResourceExt,
-    api::{Patch, PatchParams},
+    api::{
+        ApiResource, DynamicObject, GroupVersionKind, ListParams, PartialObjectMeta, Patch,
+        PatchParams,
+    },
     runtime::{
         controller::Action,
         events::{Event, EventType},
@@ -68,6 +77,20 @@ pub mod reason {
     pub const APPLY_RETRYING: &str = "ApplyRetrying";
     /// Components installed.
     pub const INSTALLED: &str = "Installed";
+    /// Deletion waits for other providers or custom resources.
+    pub const DELETION_BLOCKED: &str = "DeletionBlocked";
+    /// Components are being removed.
+    pub const DELETING: &str = "Deleting";
+    /// The installed version changed.
+    pub const UPGRADED: &str = "Upgraded";
+    /// A contract-changing upgrade of the core provider while some provider runs.
+    pub const CONTRACT_CHANGE_NEEDS_PAUSE: &str = "ContractChangeRequiresPause";
+    /// The provider is paused.
+    pub const PAUSED: &str = "Paused";
+    /// The provider is not paused (any more).
+    pub const NOT_PAUSED: &str = "NotPaused";
+    /// Unpausing is refused while contracts disagree.
+    pub const UNPAUSE_REFUSED: &str = "UnpauseRefused";
     /// Every Deployment of the provider is available.
     pub const AVAILABLE: &str = "DeploymentsAvailable";
     /// Some Deployment is not available yet.
@@ -181,7 +204,16 @@ pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action
             if let Ok(mut f) = ctx.failures.lock() {
                 f.remove(&provider_key(&p));
             }
-            (Action::requeue(ctx.opts.resync), None)
+            // A refused unpause depends on other providers' upgrades; look again soon.
+            let refused = status
+                .condition(PAUSED)
+                .is_some_and(|c| c.reason == reason::UNPAUSE_REFUSED);
+            let after = if refused {
+                ctx.opts.config_retry
+            } else {
+                ctx.opts.resync
+            };
+            (Action::requeue(after), None)
         }
         Step::VersionWritten => return Ok(Action::await_change()),
         Step::Problem(pb) => {
@@ -565,11 +597,91 @@ async fn install<P: Provider>(
     {
         return preflight_failed(f);
     }
+    let all = ctx.world.all_providers();
+    if p.provider_type == ProviderType::Core
+        && let Some(old) = status.contract.as_deref()
+        && old != contract
+        && status.installed_version.as_deref() != Some(version.as_str())
+    {
+        let running: Vec<String> = all
+            .iter()
+            .filter(|q| !q.spec.paused)
+            .map(|q| format!("{} {}/{}", q.provider_type.kind(), q.namespace(), q.name()))
+            .collect();
+        if !running.is_empty() {
+            return problem(
+                PREFLIGHT_CHECK_PASSED,
+                reason::CONTRACT_CHANGE_NEEDS_PAUSE,
+                format!(
+                    "{version} changes the contract from {old} to {contract}; pause every provider first (spec.paused: true); not paused: {}",
+                    running.join(", ")
+                ),
+            );
+        }
+    }
     conditions::set(
         &mut status.conditions,
         &Desired::ok(PREFLIGHT_CHECK_PASSED, reason::PASSED, ""),
         generation,
     );
+
+    // Pause: requested, or kept because unpausing now would run providers of different
+    // contracts side by side.
+    let was_paused = ctx.world.deployments_of(p).iter().any(|d| {
+        d.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(ORIGINAL_REPLICAS_ANNOTATION))
+    });
+    let core_contract = if p.provider_type == ProviderType::Core {
+        Some(contract.clone())
+    } else {
+        core.as_ref()
+            .and_then(|c| c.status.as_ref())
+            .and_then(|s| s.contract.clone())
+    };
+    let disagreeing: Vec<String> = all
+        .iter()
+        .filter(|q| {
+            !(q.provider_type == p.provider_type
+                && q.namespace() == p.namespace()
+                && q.name() == p.name())
+        })
+        .filter_map(|q| {
+            let c = q.status.as_ref()?.contract.as_deref()?;
+            (Some(c) != core_contract.as_deref()).then(|| {
+                format!(
+                    "{} {}/{} ({c})",
+                    q.provider_type.kind(),
+                    q.namespace(),
+                    q.name()
+                )
+            })
+        })
+        .chain(
+            (core_contract.as_deref() != Some(contract.as_str()))
+                .then(|| format!("this provider ({contract})")),
+        )
+        .collect();
+    let paused = if p.spec.paused {
+        Some(Desired::ok(
+            PAUSED,
+            reason::PAUSED,
+            "spec.paused is true: every Deployment is scaled to 0",
+        ))
+    } else if was_paused && !disagreeing.is_empty() {
+        Some(Desired::ok(
+            PAUSED,
+            reason::UNPAUSE_REFUSED,
+            format!(
+                "unpausing is refused while providers disagree on the contract (core: {}): {}",
+                core_contract.as_deref().unwrap_or("unknown"),
+                disagreeing.join(", ")
+            ),
+        ))
+    } else {
+        None
+    };
 
     let additional = match read_additional_manifests(ctx, p).await {
         Ok(a) => a,
@@ -584,6 +696,15 @@ async fn install<P: Provider>(
     let mut objects = rendered.objects;
     label_owned(&mut objects, p);
     objects.iter_mut().for_each(super::apply::prepare);
+    let upgrading = status.installed_version.as_deref() != Some(version.as_str());
+    if paused.is_some() {
+        objects.iter_mut().for_each(scale_to_zero);
+        // A paused provider is otherwise left as it is, unless its version changes (the
+        // pause → upgrade → unpause sequence of a contract change).
+        if !upgrading {
+            objects.retain(|o| o.get("kind").and_then(Value::as_str) == Some("Deployment"));
+        }
+    }
 
     let report = match ctx
         .applier
@@ -604,6 +725,7 @@ async fn install<P: Provider>(
         .world
         .installed(p)
         .into_iter()
+        .filter(|_| paused.is_none() || upgrading)
         .filter(|(k, _, _)| !desired.contains(k))
         .filter(|(k, _, _)| k.kind != "CustomResourceDefinition" && k.kind != "Namespace")
         .collect();
@@ -625,7 +747,20 @@ async fn install<P: Provider>(
         }
     }
 
-    let changed_version = status.installed_version.as_deref() != Some(version.as_str());
+    let changed_version = upgrading;
+    if let Some(old) = status.installed_version.clone()
+        && changed_version
+    {
+        conditions::set(
+            &mut status.conditions,
+            &Desired::ok(
+                PROVIDER_UPGRADED,
+                reason::UPGRADED,
+                format!("upgraded from {old} to {version}"),
+            ),
+            generation,
+        );
+    }
     status.installed_version = Some(version.clone());
     status.contract = Some(contract);
     conditions::set(
@@ -647,8 +782,55 @@ async fn install<P: Provider>(
         )
         .await;
     }
-    conditions::set(&mut status.conditions, &readiness(ctx, p), generation);
+    match &paused {
+        Some(d) => {
+            conditions::set(&mut status.conditions, d, generation);
+            conditions::set(
+                &mut status.conditions,
+                &Desired::failed(READY, reason::PAUSED, "the provider is paused"),
+                generation,
+            );
+        }
+        None => {
+            if status.condition(PAUSED).is_some() {
+                conditions::set(
+                    &mut status.conditions,
+                    &Desired::failed(
+                        PAUSED,
+                        reason::NOT_PAUSED,
+                        "Deployments run with their original replicas",
+                    ),
+                    generation,
+                );
+            }
+            conditions::set(&mut status.conditions, &readiness(ctx, p), generation);
+        }
+    }
     Step::Done
+}
+
+/// Scales a rendered Deployment to 0, recording its replica count in the annotation the
+/// specification names; unpausing renders the original count again.
+pub fn scale_to_zero(o: &mut Value) {
+    if o.get("kind").and_then(Value::as_str) != Some("Deployment") {
+        return;
+    }
+    let replicas = o
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("replicas".into(), json!(0));
+    }
+    if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        let ann = meta.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(a) = ann.as_object_mut() {
+            a.insert(
+                ORIGINAL_REPLICAS_ANNOTATION.into(),
+                json!(replicas.to_string()),
+            );
+        }
+    }
 }
 
 /// Ready from the provider's Deployments: every one Available and rolled out.
@@ -696,6 +878,59 @@ fn readiness(ctx: &Ctx, p: &AnyProvider) -> Desired {
     )
 }
 
+/// What keeps a provider from being deleted: for the core provider, any other provider; for
+/// every provider, custom resources of its CRDs (workload clusters using it).
+async fn deletion_blockers(ctx: &Ctx, p: &AnyProvider) -> Result<Vec<String>, kube::Error> {
+    let mut out = Vec::new();
+    if p.provider_type == ProviderType::Core {
+        for q in ctx.world.all_providers() {
+            if q.provider_type != ProviderType::Core {
+                out.push(format!(
+                    "{} {}/{}",
+                    q.provider_type.kind(),
+                    q.namespace(),
+                    q.name()
+                ));
+            }
+        }
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    for (k, _, _) in ctx.world.installed(p) {
+        if k.kind != "CustomResourceDefinition" {
+            continue;
+        }
+        let Some(crd) = crds.get_opt(&k.name).await? else {
+            continue;
+        };
+        let Some(v) = crd.spec.versions.iter().find(|v| v.served) else {
+            continue;
+        };
+        let gvk = GroupVersionKind::gvk(&crd.spec.group, &v.name, &crd.spec.names.kind);
+        let ar = ApiResource::from_gvk_with_plural(&gvk, &crd.spec.names.plural);
+        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(ctx.client.clone(), &ar);
+        let list = api.list_metadata(&ListParams::default().limit(1)).await?;
+        if let Some(o) = list.items.first() {
+            let more = if list
+                .metadata
+                .continue_
+                .as_deref()
+                .is_some_and(|c| !c.is_empty())
+            {
+                " and more"
+            } else {
+                ""
+            };
+            out.push(format!(
+                "{} {}/{}{more}",
+                crd.spec.names.kind,
+                o.metadata.namespace.as_deref().unwrap_or(""),
+                o.metadata.name.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    Ok(out)
+}
+
 async fn delete<P: Provider>(
     obj: &P,
     p: &AnyProvider,
@@ -711,6 +946,29 @@ async fn delete<P: Provider>(
     {
         return Ok(Action::await_change());
     }
+    let old = p.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    let generation = p.metadata.generation;
+    let blockers = deletion_blockers(ctx, p).await?;
+    if !blockers.is_empty() {
+        conditions::set(
+            &mut status.conditions,
+            &Desired::failed(
+                DELETING,
+                reason::DELETION_BLOCKED,
+                format!(
+                    "deletion waits until these are gone: {}",
+                    blockers.join(", ")
+                ),
+            ),
+            generation,
+        );
+        publish_transitions(obj, ctx, &old, &status).await;
+        if status != old {
+            write_status(api, p, &status).await?;
+        }
+        return Ok(Action::requeue(Duration::from_secs(5)));
+    }
     let left: Vec<_> = ctx
         .world
         .installed(p)
@@ -718,15 +976,23 @@ async fn delete<P: Provider>(
         .filter(|(k, _, _)| k.kind != "CustomResourceDefinition" && k.kind != "Namespace")
         .collect();
     if !left.is_empty() {
+        conditions::set(
+            &mut status.conditions,
+            &Desired::ok(
+                DELETING,
+                reason::DELETING,
+                format!(
+                    "removing {} installed objects (CRDs and the namespace are kept)",
+                    left.len()
+                ),
+            ),
+            generation,
+        );
+        publish_transitions(obj, ctx, &old, &status).await;
+        if status != old {
+            write_status(api, p, &status).await?;
+        }
         ctx.applier.delete_all(&left).await.map_err(Error::Apply)?;
-        publish(
-            obj,
-            ctx,
-            true,
-            "Deleting",
-            format!("deleting {} installed objects", left.len()),
-        )
-        .await;
         // The caches report the deletions; the watch events bring the next pass.
         return Ok(Action::requeue(Duration::from_secs(5)));
     }
