@@ -62,6 +62,9 @@ pub trait ReleaseSource: Send + Sync {
 }
 
 pub mod configmap;
+pub mod github;
+pub mod gitlab;
+pub mod http;
 pub mod local;
 
 /// A fetched release: its version, metadata.yaml and components text.

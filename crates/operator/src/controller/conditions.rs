@@ -88,13 +88,6 @@ pub fn set(conditions: &mut Vec<Condition>, want: &Desired, generation: Option<i
     }
 }
 
-/// Removes the condition of `type_`; returns whether one was present.
-pub fn remove(conditions: &mut Vec<Condition>, type_: &str) -> bool {
-    let before = conditions.len();
-    conditions.retain(|c| c.type_ != type_);
-    before != conditions.len()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,8 +123,6 @@ mod tests {
         ));
         assert_ne!(conds[0].last_transition_time, first);
         assert_eq!(conds.len(), 1);
-        assert!(remove(&mut conds, "Ready"));
-        assert!(conds.is_empty());
     }
 
     #[test]

@@ -6,6 +6,9 @@ use std::{collections::BTreeMap, io::Write};
 use capi_components::source::{
     ReleaseSource, SourceError,
     configmap::{ConfigMapData, ConfigMapReader, ConfigMapSource},
+    github::{GitHubSource, GitHubUrl},
+    gitlab::{GitLabSource, GitLabUrl},
+    http::HttpConfig,
 };
 use capi_operator_api::{
     AnyProvider, CONFIGMAP_COMPRESSED_ANNOTATION, CONFIGMAP_VERSION_LABEL, ProviderType,
@@ -301,18 +304,26 @@ mod tests {
 pub enum AnySource {
     /// The air-gapped layout: ConfigMaps picked by fetchConfig.selector.
     ConfigMaps(ConfigMapSource<KubeConfigMaps>),
+    /// GitHub (or GitHub Enterprise) releases.
+    GitHub(GitHubSource),
+    /// GitLab generic packages.
+    GitLab(GitLabSource),
 }
 
 impl ReleaseSource for AnySource {
     async fn list_versions(&self) -> Result<Vec<String>, SourceError> {
         match self {
             AnySource::ConfigMaps(s) => s.list_versions().await,
+            AnySource::GitHub(s) => s.list_versions().await,
+            AnySource::GitLab(s) => s.list_versions().await,
         }
     }
 
     async fn fetch_file(&self, version: &str, file: &str) -> Result<Vec<u8>, SourceError> {
         match self {
             AnySource::ConfigMaps(s) => s.fetch_file(version, file).await,
+            AnySource::GitHub(s) => s.fetch_file(version, file).await,
+            AnySource::GitLab(s) => s.fetch_file(version, file).await,
         }
     }
 }
@@ -336,10 +347,8 @@ pub fn choose(
     p: &AnyProvider,
     vars: &BTreeMap<String, String>,
 ) -> Result<Chosen, String> {
-    let _ = vars;
     let fetch = p.spec.fetch_config.as_ref();
     if let Some(query) = selector_query(p) {
-        let _ = fetch;
         return Ok(Chosen {
             source: AnySource::ConfigMaps(ConfigMapSource::new(KubeConfigMaps::new(
                 ctx.client.clone(),
@@ -351,5 +360,53 @@ pub fn choose(
             cacheable: false,
         });
     }
-    Err("remote sources are not wired yet".into())
+    if let Some(oci) = fetch.and_then(|f| f.oci.as_deref()) {
+        return Err(format!(
+            "fetchConfig.oci ({oci}) is not supported by this version of the operator; publish the release to GitHub or GitLab, or load it into ConfigMaps (fetchConfig.selector)"
+        ));
+    }
+    let url = match fetch.and_then(|f| f.url.clone()) {
+        Some(u) => u,
+        None => {
+            capi_components::defaults::default_url(p.provider_type, p.name()).ok_or_else(|| {
+                format!(
+                    "{} {:?} has no default repository; set spec.fetchConfig",
+                    p.provider_type.kind(),
+                    p.name()
+                )
+            })?
+        }
+    };
+    if GitLabUrl::looks_like(&url) {
+        let u = GitLabUrl::parse(&url).map_err(|e| e.to_string())?;
+        let token = vars.get("GITLAB_ACCESS_TOKEN").cloned();
+        return Ok(Chosen {
+            components_file: u.file.clone(),
+            url_version: Some(u.version.clone()),
+            source: AnySource::GitLab(
+                GitLabSource::new(&u, token, HttpConfig::default()).map_err(|e| e.to_string())?,
+            ),
+            cacheable: true,
+        });
+    }
+    let u = GitHubUrl::parse(&url).map_err(|e| e.to_string())?;
+    let api = ctx
+        .opts
+        .github_api_url
+        .clone()
+        .unwrap_or_else(|| u.default_api());
+    // The provider Secret's token wins over the operator's own.
+    let token = vars
+        .get("GITHUB_TOKEN")
+        .cloned()
+        .filter(|t| !t.is_empty())
+        .or_else(|| ctx.opts.github_token.clone());
+    let source = GitHubSource::new(&api, &u.owner, &u.repo, token, HttpConfig::default())
+        .map_err(|e| e.to_string())?;
+    Ok(Chosen {
+        source: AnySource::GitHub(source),
+        components_file: u.file,
+        url_version: u.version,
+        cacheable: true,
+    })
 }
