@@ -368,13 +368,18 @@ pub fn choose(
     let url = match fetch.and_then(|f| f.url.clone()) {
         Some(u) => u,
         None => {
-            capi_components::defaults::default_url(p.provider_type, p.name()).ok_or_else(|| {
-                format!(
-                    "{} {:?} has no default repository; set spec.fetchConfig",
-                    p.provider_type.kind(),
-                    p.name()
-                )
-            })?
+            let d = capi_components::defaults::default_repository(p.provider_type, p.name())
+                .ok_or_else(|| {
+                    format!(
+                        "{} {:?} has no default repository; set spec.fetchConfig",
+                        p.provider_type.kind(),
+                        p.name()
+                    )
+                })?;
+            format!(
+                "https://github.com/{}/releases/latest/{}",
+                d.repository, d.components_file
+            )
         }
     };
     if GitLabUrl::looks_like(&url) {
