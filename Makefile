@@ -68,11 +68,8 @@ integration: control-plane ## Integration tests against one shared local control
 test: deps fmt-check clippy check-generated unit integration ## Everything CI runs.
 
 .PHONY: demo
-demo: deps control-plane ## Start the local control plane and show it.
-	@kc=$$($(SCRIPTS)/cluster-up.sh); kubectl=$$($(SCRIPTS)/build.sh)/kubectl; \
-	echo "+ kubectl --kubeconfig $$kc get nodes,namespaces"; \
-	$$kubectl --kubeconfig $$kc get nodes,namespaces; \
-	echo; echo "The cluster keeps running: export KUBECONFIG=$$kc (stop it with 'make cluster-down')."
+demo: deps control-plane ## The operator demo: local control plane, CRDs, operator, sample providers until Ready.
+	@$(SCRIPTS)/demo.sh
 
 .PHONY: bench
 bench: ## Benchmarks (release build): render time of the real v1.12.0 core release.
