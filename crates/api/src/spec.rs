@@ -16,6 +16,7 @@ use crate::image::ContainerImage;
 /// Desired state of a Cluster API provider managed by the operator.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.patches) || !has(self.manifestPatches) || size(self.patches) == 0 || size(self.manifestPatches) == 0").message("use either patches or the legacy manifestPatches, not both"))]
 pub struct ProviderSpec {
     /// Version of the provider release to install, a semantic version with a "v" prefix
     /// (e.g. v1.12.0). When empty, the operator resolves the latest release the same way
@@ -57,14 +58,15 @@ pub struct ProviderSpec {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
 
-    /// Merge patches (RFC 7386, YAML or JSON) applied to the rendered components. Each patch
-    /// selects its targets by the apiVersion, kind, metadata.name and metadata.namespace it
-    /// carries (the ones it carries; absent ones match anything).
+    /// Legacy merge patches (RFC 7386, YAML or JSON) applied to the rendered components. Each
+    /// patch must carry a kind and applies to every object of that kind, narrowed by the
+    /// apiVersion, metadata.name and metadata.namespace it also carries. Cannot be combined
+    /// with patches.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub manifest_patches: Vec<String>,
 
     /// Patches with explicit targets: a JSON patch (RFC 6902, a YAML/JSON list of operations)
-    /// or a merge patch (a YAML/JSON object), applied after manifestPatches.
+    /// or a merge patch (a YAML/JSON object). Cannot be combined with manifestPatches.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub patches: Vec<TargetedPatch>,
 

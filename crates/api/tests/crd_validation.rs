@@ -190,6 +190,11 @@ const INVALID: &[(&str, &str, &str)] = &[
         ".spec.versoin: field not declared in schema",
     ),
     (
+        "patches and manifestPatches",
+        "{manifestPatches: ['{kind: Deployment}'], patches: [{patch: '{}'}]}",
+        "use either patches or the legacy manifestPatches, not both",
+    ),
+    (
         "container without name",
         "deployment: {containers: [{args: {v: '2'}}]}",
         "spec.deployment.containers[0].name: Required value",

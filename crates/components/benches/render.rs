@@ -1,10 +1,41 @@
 //! `make bench`: median time to render the real Cluster API v1.12.0 core release from memory
-//! (substitution, parsing, namespace fixing, customizations, labels, ordering).
+//! (substitution, parsing, namespace fixing, customizations, labels, ordering), then the
+//! time of its steps alone: substitution, and YAML parsing (the fast parser with its
+//! fallback as used, and serde-saphyr alone for comparison). `CAPI_BENCH_RENDER_ONLY=1` skips
+//! the steps, for profiling the render.
 
 use std::time::Instant;
 
-use capi_components::{render::render, source::Release};
+use capi_components::{pipeline, render::render, source::Release};
 use capi_operator_api::AnyProvider;
+
+const RUNS: usize = 30;
+const WARMUP: usize = 3;
+
+/// Milliseconds of each of `RUNS` runs of `f` after `WARMUP` ones, sorted.
+fn times<T, E>(mut f: impl FnMut() -> Result<T, E>) -> Result<Vec<f64>, E> {
+    let mut times = Vec::with_capacity(RUNS);
+    for i in 0..RUNS + WARMUP {
+        let t = Instant::now();
+        let r = f()?;
+        let elapsed = t.elapsed().as_secs_f64() * 1e3;
+        std::hint::black_box(r);
+        if i >= WARMUP {
+            times.push(elapsed);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times)
+}
+
+fn report(what: &str, times: &[f64]) {
+    println!(
+        "{what}: median {:.2} ms, min {:.2} ms, max {:.2} ms over {RUNS} runs",
+        times[RUNS / 2],
+        times[0],
+        times[RUNS - 1]
+    );
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let shared = std::env::var_os("CAPI_SHARED_DIR")
@@ -28,24 +59,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "metadata": {"name": "cluster-api", "namespace": "capi-system"},
         "spec": {"version": "v1.12.0", "manager": {"syncPeriod": "10m"}}
     }))?;
-    let runs = 30;
-    let mut times = Vec::with_capacity(runs);
-    for i in 0..runs + 3 {
-        let t = Instant::now();
-        let r = render(&provider, &release, |_| None)?;
-        let elapsed = t.elapsed().as_secs_f64() * 1e3;
-        std::hint::black_box(r);
-        if i >= 3 {
-            times.push(elapsed);
-        }
+    let bytes = release.components.len();
+    report(
+        &format!("render v1.12.0 core ({bytes} bytes)"),
+        &times(|| render(&provider, &release, |_| None))?,
+    );
+
+    if std::env::var_os("CAPI_BENCH_RENDER_ONLY").is_some() {
+        // For profiling the render alone.
+        return Ok(());
     }
-    times.sort_by(f64::total_cmp);
-    println!(
-        "render v1.12.0 core ({} bytes): median {:.2} ms, min {:.2} ms, max {:.2} ms over {runs} runs",
-        release.components.len(),
-        times[runs / 2],
-        times[0],
-        times[runs - 1]
+    report(
+        "  substitution only",
+        &times(|| pipeline::substitute(&release.components, |_| None))?,
+    );
+    let text = pipeline::substitute(&release.components, |_| None)?;
+    let limits = capi_yaml::Limits::default();
+    if let Err(bail) = capi_yaml::internals::parse_documents_fast(&text, &limits) {
+        println!("  NOTE: the fast YAML parser falls back on this input: {bail:?}");
+    }
+    report(
+        "  parse only (capi_yaml::parse_documents)",
+        &times(|| capi_yaml::parse_documents(&text, &limits))?,
+    );
+    report(
+        "  parse only (serde-saphyr alone)",
+        &times(|| capi_yaml::internals::parse_documents_full(&text, &limits))?,
     );
     Ok(())
 }

@@ -7,6 +7,7 @@
 pub mod customize;
 pub mod defaults;
 pub mod metadata;
+pub mod patch;
 pub mod pipeline;
 pub mod render;
 pub mod source;

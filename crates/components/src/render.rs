@@ -1,10 +1,12 @@
 //! Renders a provider: its release through clusterctl's pipeline, then the operator's
-//! customizations from the provider's spec.
+//! customizations from the provider's spec, in the order the Go cluster-api-operator uses:
+//! Deployment customizations (image overrides included), additional manifests, `patches` /
+//! `manifestPatches`, clusterctl's labels, and the apply order.
 
 use capi_operator_api::AnyProvider;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::{customize, metadata::Metadata, pipeline, source::Release};
+use crate::{customize, metadata::Metadata, patch, pipeline, source::Release};
 
 /// Everything that can go wrong rendering; all are configuration or release problems.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,6 +20,20 @@ pub enum RenderError {
     /// A customization could not be applied.
     #[error(transparent)]
     Customize(#[from] customize::CustomizeError),
+    /// `spec.patches` or `spec.manifestPatches` is unusable or failed on an object.
+    #[error(transparent)]
+    Patch(#[from] patch::PatchError),
+    /// The additional manifests (`spec.additionalManifests`) are unusable.
+    #[error("spec.additionalManifests: {0}")]
+    AdditionalManifests(String),
+}
+
+/// Inputs of rendering that come neither from the release nor from the provider object itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderExtras {
+    /// The `manifests` key of the ConfigMap named by `spec.additionalManifests`: extra objects,
+    /// multi-document YAML, installed and removed with the provider.
+    pub additional_manifests: Option<String>,
 }
 
 /// The result of rendering.
@@ -33,15 +49,38 @@ pub struct Rendered {
     pub images: Vec<String>,
 }
 
-/// Renders `provider` from `release`, with variables from `lookup`.
+/// Renders `provider` from `release`, with variables from `lookup` and no extras.
 pub fn render(
     provider: &AnyProvider,
     release: &Release,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<Rendered, RenderError> {
+    render_with(provider, release, lookup, &RenderExtras::default())
+}
+
+/// Renders `provider` from `release`, with variables from `lookup`, adding the objects of
+/// `extra.additional_manifests`.
+///
+/// Additional manifests go through variable substitution with the same variables as the
+/// release, because the Go operator appends them to the components text before clusterctl's
+/// processing, which substitutes the whole text (`$$` escapes a literal `$`). Unlike that text,
+/// they are taken as the user wrote them otherwise: a namespaced object without a namespace
+/// gets the provider's, an explicit namespace is kept, nothing else is rewritten and Deployment
+/// customizations do not touch them. They are appended before the patches, so `patches` and
+/// `manifestPatches` can target them (as in Go), and they get the provider's labels like every
+/// other object. An object that duplicates one of the release is refused.
+pub fn render_with(
+    provider: &AnyProvider,
+    release: &Release,
+    lookup: impl Fn(&str) -> Option<String>,
+    extra: &RenderExtras,
+) -> Result<Rendered, RenderError> {
+    let spec = provider.spec.normalized();
+    // Read the patches first: a malformed patch is reported without the cost of rendering.
+    let patches = patch::SpecPatches::parse(&spec.patches, &spec.manifest_patches)?;
     let metadata = Metadata::parse(&release.metadata)?;
     let contract = metadata.contract_for(&release.version)?.to_string();
-    let text = pipeline::substitute(&release.components, lookup)?;
+    let text = pipeline::substitute(&release.components, &lookup)?;
     let mut objects = pipeline::parse_objects(&text)?;
     // The provider object's namespace is the target, as the operator installs each provider
     // where its object lives; the release's own namespace is used when the object has none.
@@ -54,7 +93,6 @@ pub fn render(
         .or(own)
         .ok_or(pipeline::PipelineError::NoTargetNamespace)?;
     pipeline::fix_target_namespace(&mut objects, &target)?;
-    let spec = provider.spec.normalized();
     let label = provider.provider_type.manifest_label(provider.name());
     for o in objects.iter_mut() {
         if o.get("kind").and_then(Value::as_str) != Some("Deployment") {
@@ -76,6 +114,13 @@ pub fn render(
             }
         }
     }
+    if let Some(text) = extra.additional_manifests.as_deref() {
+        let more = additional_objects(text, &lookup, &target, &objects)?;
+        tracing::debug!(count = more.len(), "adding additional manifests");
+        objects.extend(more);
+    }
+    patches.apply(&mut objects)?;
+    // Labels after the patches, so a patch cannot drop the labels pruning relies on.
     pipeline::add_common_labels(&mut objects, &label)?;
     pipeline::sort_for_apply(&mut objects);
     let images = pipeline::inspect_images(&objects);
@@ -85,4 +130,216 @@ pub fn render(
         namespace: target,
         images,
     })
+}
+
+fn additional_objects(
+    text: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+    target: &str,
+    rendered: &[Value],
+) -> Result<Vec<Value>, RenderError> {
+    let fail = |e: pipeline::PipelineError| RenderError::AdditionalManifests(e.to_string());
+    let text = pipeline::substitute(text, lookup).map_err(fail)?;
+    let mut objects = pipeline::parse_objects(&text).map_err(fail)?;
+    let mut seen = patch::identities(rendered);
+    for (i, o) in objects.iter_mut().enumerate() {
+        let name = o.pointer("/metadata/name").and_then(Value::as_str);
+        if name.is_none_or(str::is_empty) {
+            return Err(RenderError::AdditionalManifests(format!(
+                "document {} has no metadata.name",
+                i + 1
+            )));
+        }
+        let has_namespace = o
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        let kind = o.get("kind").and_then(Value::as_str).unwrap_or("");
+        if !has_namespace
+            && is_namespaced(kind)
+            && let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            meta.insert("namespace".into(), json!(target));
+        }
+        if !seen.insert(patch::object_identity(o)) {
+            return Err(RenderError::AdditionalManifests(format!(
+                "{} is already part of the provider (the release or an earlier document); use patches to change release objects",
+                patch::describe_object(o)
+            )));
+        }
+    }
+    Ok(objects)
+}
+
+/// Whether clusterctl treats `kind` as namespaced. Its list of cluster-scoped kinds is private
+/// to the pipeline; asking `fix_target_namespace` on a probe keeps a single list.
+fn is_namespaced(kind: &str) -> bool {
+    let mut probe = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "probe"}}),
+        json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": "probe"}}),
+    ];
+    pipeline::fix_target_namespace(&mut probe, "probe").is_ok()
+        && probe
+            .get(1)
+            .and_then(|o| o.pointer("/metadata/namespace"))
+            .is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    const COMPONENTS: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: sample-system}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: sample-controller-manager, namespace: sample-system}
+spec:
+  replicas: 1
+  template:
+    spec:
+      containers:
+      - {name: manager, image: "registry.example/sample:${TAG:=v0.1.0}", args: [--leader-elect]}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: sample-manager, namespace: sample-system}
+"#;
+
+    fn release() -> Release {
+        Release {
+            version: "v0.1.0".into(),
+            metadata: "releaseSeries:\n- {major: 0, minor: 1, contract: v1beta1}\n".into(),
+            components: COMPONENTS.into(),
+        }
+    }
+
+    fn provider(spec: Value) -> Result<AnyProvider, Box<dyn std::error::Error>> {
+        Ok(AnyProvider::from_value(json!({
+            "apiVersion": "management.cluster.x-k8s.io/v1alpha1",
+            "kind": "InfrastructureProvider",
+            "metadata": {"name": "sample", "namespace": "my-ns"},
+            "spec": spec,
+        }))?)
+    }
+
+    fn find<'a>(r: &'a Rendered, kind: &str, name: &str) -> Option<&'a Value> {
+        r.objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+    }
+
+    #[test]
+    fn patches_run_after_customizations_and_before_labels() -> TestResult {
+        let p = provider(json!({
+            "version": "v0.1.0",
+            "deployment": {"replicas": 2},
+            "patches": [
+                {"patch": "- {op: test, path: /spec/replicas, value: 2}\n- {op: replace, path: /spec/replicas, value: 3}\n",
+                 "target": {"kind": "Deployment"}},
+                {"patch": "metadata: {labels: null}", "target": {"group": "", "kind": "ServiceAccount"}}
+            ]
+        }))?;
+        let r = render(&p, &release(), |_| None)?;
+        let d = find(&r, "Deployment", "sample-controller-manager").ok_or("no Deployment")?;
+        // The test operation saw the customized replica count.
+        assert_eq!(d["spec"]["replicas"], 3);
+        let sa = find(&r, "ServiceAccount", "sample-manager").ok_or("no ServiceAccount")?;
+        assert_eq!(
+            sa["metadata"]["labels"]["cluster.x-k8s.io/provider"],
+            "infrastructure-sample"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn patch_errors_are_render_errors() -> TestResult {
+        let p = provider(json!({
+            "version": "v0.1.0",
+            "patches": [{"patch": "[{op: remove, path: /spec/missing}]", "target": {"kind": "Deployment"}}]
+        }))?;
+        assert_eq!(
+            render(&p, &release(), |_| None).map_err(|e| e.to_string()),
+            Err("spec.patches[0] on Deployment my-ns/sample-controller-manager: operation [0] (remove /spec/missing) failed: path not found".into())
+        );
+        let both = provider(json!({
+            "version": "v0.1.0",
+            "patches": [{"patch": "{a: 1}"}],
+            "manifestPatches": ["kind: Deployment"]
+        }))?;
+        assert!(matches!(
+            render(&both, &release(), |_| None),
+            Err(RenderError::Patch(patch::PatchError::BothSet))
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn additional_manifests_join_the_provider() -> TestResult {
+        let p = provider(json!({
+            "version": "v0.1.0",
+            "manifestPatches": ["kind: ConfigMap\nmetadata: {name: extra}\ndata: {patched: \"yes\"}"]
+        }))?;
+        let extra = RenderExtras {
+            additional_manifests: Some(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {tag: \"${TAG:=none}\", cost: \"$$5\"}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: elsewhere, namespace: other}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: extra-role}\nrules: []\n".into(),
+            ),
+        };
+        let vars = |k: &str| (k == "TAG").then(|| "v9".to_string());
+        let r = render_with(&p, &release(), vars, &extra)?;
+        let cm = find(&r, "ConfigMap", "extra").ok_or("no ConfigMap")?;
+        assert_eq!(cm["metadata"]["namespace"], "my-ns");
+        assert_eq!(cm["data"]["tag"], "v9");
+        assert_eq!(cm["data"]["cost"], "$5");
+        assert_eq!(cm["data"]["patched"], "yes");
+        let other = find(&r, "ConfigMap", "elsewhere").ok_or("no ConfigMap elsewhere")?;
+        assert_eq!(other["metadata"]["namespace"], "other");
+        let role = find(&r, "ClusterRole", "extra-role").ok_or("no ClusterRole")?;
+        assert!(role["metadata"].get("namespace").is_none());
+        for o in &r.objects {
+            assert_eq!(
+                o["metadata"]["labels"]["cluster.x-k8s.io/provider"],
+                "infrastructure-sample"
+            );
+            assert_eq!(o["metadata"]["labels"]["clusterctl.cluster.x-k8s.io"], "");
+        }
+        assert_eq!(r.objects.len(), 6);
+        assert_eq!(r.objects[0]["kind"], "Namespace");
+        Ok(())
+    }
+
+    #[test]
+    fn unusable_additional_manifests_are_reported() -> TestResult {
+        let p = provider(json!({"version": "v0.1.0"}))?;
+        let msg = |text: &str| {
+            let extra = RenderExtras {
+                additional_manifests: Some(text.into()),
+            };
+            render_with(&p, &release(), |_| None, &extra).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            msg("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: sample-manager}\n").map(|_| ()),
+            Err("spec.additionalManifests: ServiceAccount my-ns/sample-manager is already part of the provider (the release or an earlier document); use patches to change release objects".into())
+        );
+        assert_eq!(
+            msg("apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n").map(|_| ()),
+            Err("spec.additionalManifests: document 1 has no metadata.name".into())
+        );
+        assert!(
+            msg("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: ${NEEDED}}\n")
+                .is_err_and(|e| e.starts_with("spec.additionalManifests: failed to perform variable substitution: value for variables [NEEDED]"))
+        );
+        assert!(
+            msg("a: [1")
+                .is_err_and(|e| e.starts_with("spec.additionalManifests: failed to parse yaml"))
+        );
+        // Empty text adds nothing.
+        assert_eq!(msg("").map(|r| r.objects.len()), Ok(3));
+        Ok(())
+    }
 }

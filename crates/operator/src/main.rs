@@ -33,9 +33,15 @@ enum Command {
         /// KEY=VALUE lines standing for the provider Secret's data.
         #[arg(long)]
         variables: Option<PathBuf>,
-        /// Print each variable of the release with its default, or (required).
+        /// Print each variable of the release (and of the additional manifests) with its
+        /// default, or (required).
         #[arg(long)]
         list_variables: bool,
+        /// Additional manifests, standing for spec.additionalManifests: either the ConfigMap
+        /// itself (one ConfigMap document with a data.manifests key, which is used) or the
+        /// manifests as plain multi-document YAML.
+        #[arg(long, value_name = "FILE")]
+        additional_manifests: Option<PathBuf>,
     },
     /// Run the operator: one controller per provider kind, against the cluster of the current
     /// kubeconfig (or the in-cluster service account).
@@ -93,12 +99,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             repository,
             variables,
             list_variables,
-        } => render::run(
-            &file,
-            repository.as_deref(),
-            variables.as_deref(),
+            additional_manifests,
+        } => render::run(&render::Args {
+            file: &file,
+            repository: repository.as_deref(),
+            variables: variables.as_deref(),
             list_variables,
-        ),
+            additional_manifests: additional_manifests.as_deref(),
+        }),
     }
 }
 
@@ -121,7 +129,10 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         resync: std::time::Duration::from_secs(args.sync_period_seconds),
         concurrency: args.concurrency,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // One thread: the work is waiting on the apiserver and release sources; a single thread
+    // keeps one malloc arena, so memory freed after rendering a large release is reused rather
+    // than held per worker.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;

@@ -3,8 +3,12 @@
 use std::{collections::BTreeMap, path::Path};
 
 use anyhow::{Context, bail};
-use capi_components::source::{fetch_release, local::LocalSource};
+use capi_components::{
+    render::{RenderExtras, render_with},
+    source::{fetch_release, local::LocalSource},
+};
 use capi_operator_api::AnyProvider;
+use serde_json::Value;
 
 fn read_provider(file: &Path) -> anyhow::Result<AnyProvider> {
     let text =
@@ -42,17 +46,51 @@ fn read_variables(file: Option<&Path>) -> anyhow::Result<BTreeMap<String, String
     Ok(vars)
 }
 
+/// Reads `--additional-manifests`: the text of a ConfigMap's `manifests` key when the file is
+/// exactly one ConfigMap holding that key, the whole file otherwise.
+fn read_additional_manifests(file: Option<&Path>) -> anyhow::Result<Option<String>> {
+    let Some(file) = file else { return Ok(None) };
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let docs = capi_yaml::parse_documents(&text, &capi_yaml::Limits::default())
+        .with_context(|| format!("parsing {}", file.display()))?;
+    if let [doc] = docs.as_slice()
+        && doc.get("apiVersion").and_then(Value::as_str) == Some("v1")
+        && doc.get("kind").and_then(Value::as_str) == Some("ConfigMap")
+        && let Some(manifests) = doc.pointer("/data/manifests")
+    {
+        let manifests = manifests.as_str().with_context(|| {
+            format!(
+                "{}: the ConfigMap's data.manifests is not a string",
+                file.display()
+            )
+        })?;
+        return Ok(Some(manifests.to_string()));
+    }
+    Ok(Some(text))
+}
+
+/// Options of the command, as given on the command line.
+pub struct Args<'a> {
+    /// The provider object.
+    pub file: &'a Path,
+    /// Local repository of releases.
+    pub repository: Option<&'a Path>,
+    /// KEY=VALUE file standing for the provider Secret.
+    pub variables: Option<&'a Path>,
+    /// List variables instead of rendering.
+    pub list_variables: bool,
+    /// Additional manifests (a ConfigMap or plain manifests).
+    pub additional_manifests: Option<&'a Path>,
+}
+
 /// Runs the command.
-pub fn run(
-    file: &Path,
-    repository: Option<&Path>,
-    variables: Option<&Path>,
-    list_variables: bool,
-) -> anyhow::Result<()> {
-    let provider = read_provider(file)?;
-    let Some(repo) = repository else {
+pub fn run(args: &Args<'_>) -> anyhow::Result<()> {
+    let provider = read_provider(args.file)?;
+    let Some(repo) = args.repository else {
         bail!("render needs --repository DIR (remote sources are fetched by the operator)");
     };
+    let additional = read_additional_manifests(args.additional_manifests)?;
     let label = provider.provider_type.manifest_label(provider.name());
     let source = LocalSource::new(repo, &label);
     let components_file = provider.provider_type.components_file();
@@ -64,8 +102,18 @@ pub fn run(
             components_file,
         ))
         .with_context(|| format!("fetching {label} from {}", repo.display()))?;
-    if list_variables {
-        let vars = capi_envsubst::variables(&release.components)?;
+    if args.list_variables {
+        let mut vars = capi_envsubst::variables(&release.components)?;
+        // Additional manifests are substituted with the same variables, so they count too.
+        if let Some(text) = &additional {
+            let more =
+                capi_envsubst::variables(text).context("reading the additional manifests")?;
+            for v in more {
+                if !vars.iter().any(|known| known.name == v.name) {
+                    vars.push(v);
+                }
+            }
+        }
         for v in vars {
             match v.default {
                 Some(d) => println!("{}={d}", v.name),
@@ -74,8 +122,11 @@ pub fn run(
         }
         return Ok(());
     }
-    let vars = read_variables(variables)?;
-    let rendered = capi_components::render::render(&provider, &release, |k| vars.get(k).cloned())?;
+    let vars = read_variables(args.variables)?;
+    let extras = RenderExtras {
+        additional_manifests: additional,
+    };
+    let rendered = render_with(&provider, &release, |k| vars.get(k).cloned(), &extras)?;
     print!("{}", capi_yaml::to_multi_doc(&rendered.objects)?);
     Ok(())
 }

@@ -99,7 +99,7 @@ async fn reason_of(
     cond: &str,
     reason: &str,
 ) -> Result<Value, Box<dyn std::error::Error>> {
-    wait_condition(client, kind, ns, name, cond, "False", Some(reason), T).await
+    wait_condition(client, (kind, ns, name), cond, "False", Some(reason), T).await
 }
 
 async fn install_core(cluster: &TestCluster, client: &Client) -> TestResult {
@@ -132,9 +132,7 @@ spec:
     )?;
     let p = wait_condition(
         client,
-        "CoreProvider",
-        "sample-core-system",
-        "cluster-api",
+        ("CoreProvider", "sample-core-system", "cluster-api"),
         "Ready",
         "True",
         None,
@@ -191,9 +189,7 @@ async fn install_flow_behaviours() -> TestResult {
     )?;
     wait_condition(
         &client,
-        "InfrastructureProvider",
-        ns,
-        "sample",
+        ("InfrastructureProvider", ns, "sample"),
         "Ready",
         "True",
         None,
@@ -505,9 +501,7 @@ async fn install_flow_behaviours() -> TestResult {
     let operator = start_operator(cluster, &["--config-retry-seconds", "3"])?;
     wait_condition(
         &client,
-        "BootstrapProvider",
-        "infra-k",
-        "sample",
+        ("BootstrapProvider", "infra-k", "sample"),
         "Ready",
         "True",
         None,

@@ -156,9 +156,7 @@ async fn real_releases_install_from_configmaps() -> TestResult {
     ] {
         let p = wait_condition(
             &client,
-            kind,
-            ns,
-            name,
+            (kind, ns, name),
             "Ready",
             "True",
             None,

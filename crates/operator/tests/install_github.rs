@@ -7,7 +7,8 @@ mod support;
 
 use std::time::Duration;
 
-use capi_test_support::{fake_github::FakeGitHub, private_cluster, serial, shared_dir};
+use capi_fake_remotes::FakeServer;
+use capi_test_support::{private_cluster, serial, shared_dir};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
 use kube::{Api, api::ListParams};
 use serde_json::Value;
@@ -60,7 +61,7 @@ async fn real_releases_install_from_github() -> TestResult {
     let cm_crds = shared.join("testdata/cert-manager/crds.yaml");
     cluster.kubectl_ok(&["apply", "--server-side", "-f", &cm_crds.to_string_lossy()])?;
     let client = cluster.client().await?;
-    let github = FakeGitHub::start(
+    let github = FakeServer::start(
         &shared.join("testdata/providers"),
         &[(
             "kubernetes-sigs/cluster-api",
@@ -75,7 +76,7 @@ async fn real_releases_install_from_github() -> TestResult {
     ] {
         cluster.ensure_namespace(ns)?;
     }
-    let mut operator = start_operator(cluster, &["--github-api-url", &github.url])?;
+    let mut operator = start_operator(cluster, &["--github-api-url", github.url()])?;
     apply(cluster, PROVIDERS)?;
     for (kind, ns, name) in [
         ("CoreProvider", "capi-system", "cluster-api"),
@@ -92,9 +93,7 @@ async fn real_releases_install_from_github() -> TestResult {
     ] {
         let p = wait_condition(
             &client,
-            kind,
-            ns,
-            name,
+            (kind, ns, name),
             "Ready",
             "True",
             None,
@@ -138,7 +137,7 @@ async fn real_releases_install_from_github() -> TestResult {
     let downloads = github.count("/releases/assets/");
     assert!(downloads >= 6, "{downloads} downloads");
     operator.kill();
-    let operator = start_operator(cluster, &["--github-api-url", &github.url])?;
+    let operator = start_operator(cluster, &["--github-api-url", github.url()])?;
     tokio::time::sleep(Duration::from_secs(8)).await;
     assert_eq!(
         github.count("/releases/assets/"),
@@ -154,10 +153,7 @@ async fn real_releases_install_from_github() -> TestResult {
     );
 
     // An unreachable source on a version change leaves the installed version running.
-    github
-        .knobs
-        .fail_next
-        .store(1000, std::sync::atomic::Ordering::SeqCst);
+    github.knobs().fail_next(1000);
     apply(
         cluster,
         &PROVIDERS.replace(
@@ -167,9 +163,7 @@ async fn real_releases_install_from_github() -> TestResult {
     )?;
     let p = wait_condition(
         &client,
-        "CoreProvider",
-        "capi-system",
-        "cluster-api",
+        ("CoreProvider", "capi-system", "cluster-api"),
         "ProviderInstalled",
         "False",
         Some("SourceUnavailable"),

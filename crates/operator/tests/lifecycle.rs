@@ -123,13 +123,18 @@ async fn pause_contract_upgrade_and_delete() -> TestResult {
     }
     apply(cluster, &manifest(&CORE, "v0.1.0", false))?;
     wait_condition(
-        &client, CORE.kind, CORE.ns, CORE.name, "Ready", "True", None, T,
+        &client,
+        (CORE.kind, CORE.ns, CORE.name),
+        "Ready",
+        "True",
+        None,
+        T,
     )
     .await
     .map_err(log)?;
     for p in [&BOOT, &INFRA] {
         apply(cluster, &manifest(p, "v0.1.0", false))?;
-        wait_condition(&client, p.kind, p.ns, p.name, "Ready", "True", None, T)
+        wait_condition(&client, (p.kind, p.ns, p.name), "Ready", "True", None, T)
             .await
             .map_err(log)?;
     }
@@ -144,9 +149,7 @@ async fn pause_contract_upgrade_and_delete() -> TestResult {
     wait_replicas(&client, &INFRA, 0, true).await.map_err(log)?;
     let p = wait_condition(
         &client,
-        INFRA.kind,
-        INFRA.ns,
-        INFRA.name,
+        (INFRA.kind, INFRA.ns, INFRA.name),
         "Paused",
         "True",
         Some("Paused"),
@@ -163,7 +166,12 @@ async fn pause_contract_upgrade_and_delete() -> TestResult {
         .await
         .map_err(log)?;
     wait_condition(
-        &client, INFRA.kind, INFRA.ns, INFRA.name, "Paused", "False", None, T,
+        &client,
+        (INFRA.kind, INFRA.ns, INFRA.name),
+        "Paused",
+        "False",
+        None,
+        T,
     )
     .await?;
 
@@ -171,9 +179,7 @@ async fn pause_contract_upgrade_and_delete() -> TestResult {
     apply(cluster, &manifest(&CORE, "v0.2.0", false))?;
     wait_condition(
         &client,
-        CORE.kind,
-        CORE.ns,
-        CORE.name,
+        (CORE.kind, CORE.ns, CORE.name),
         "PreflightCheckPassed",
         "False",
         Some("ContractChangeRequiresPause"),
@@ -221,9 +227,7 @@ async fn pause_contract_upgrade_and_delete() -> TestResult {
     apply(cluster, &manifest(&CORE, "v0.2.0", false))?;
     wait_condition(
         &client,
-        CORE.kind,
-        CORE.ns,
-        CORE.name,
+        (CORE.kind, CORE.ns, CORE.name),
         "Paused",
         "True",
         Some("UnpauseRefused"),
@@ -237,7 +241,7 @@ async fn pause_contract_upgrade_and_delete() -> TestResult {
     for p in [&BOOT, &INFRA] {
         apply(cluster, &manifest(p, "v0.2.0", true))?;
         wait_for(T, || async {
-            (installed(&client, p).await? == Value::from("v0.2.0")).then_some(())
+            (installed(&client, p).await? == "v0.2.0").then_some(())
         })
         .await
         .ok_or_else(|| log(format!("{} not upgraded", p.kind).into()))?;
@@ -247,7 +251,7 @@ async fn pause_contract_upgrade_and_delete() -> TestResult {
     }
     for p in [&CORE, &BOOT, &INFRA] {
         wait_replicas(&client, p, 1, false).await.map_err(log)?;
-        wait_condition(&client, p.kind, p.ns, p.name, "Ready", "True", None, T)
+        wait_condition(&client, (p.kind, p.ns, p.name), "Ready", "True", None, T)
             .await
             .map_err(log)?;
     }
@@ -263,9 +267,7 @@ async fn pause_contract_upgrade_and_delete() -> TestResult {
     apply(cluster, &manifest(&INFRA, "v0.1.0", false))?;
     wait_condition(
         &client,
-        INFRA.kind,
-        INFRA.ns,
-        INFRA.name,
+        (INFRA.kind, INFRA.ns, INFRA.name),
         "PreflightCheckPassed",
         "False",
         Some("UnsupportedProviderDowngrade"),
@@ -289,9 +291,7 @@ async fn pause_contract_upgrade_and_delete() -> TestResult {
     ])?;
     let p = wait_condition(
         &client,
-        INFRA.kind,
-        INFRA.ns,
-        INFRA.name,
+        (INFRA.kind, INFRA.ns, INFRA.name),
         "Deleting",
         "False",
         Some("DeletionBlocked"),
@@ -314,9 +314,7 @@ async fn pause_contract_upgrade_and_delete() -> TestResult {
     ])?;
     let p = wait_condition(
         &client,
-        CORE.kind,
-        CORE.ns,
-        CORE.name,
+        (CORE.kind, CORE.ns, CORE.name),
         "Deleting",
         "False",
         Some("DeletionBlocked"),

@@ -1,5 +1,6 @@
 //! Golden tests of `capi-provider-operator render` on the real Cluster API v1.11.0 and v1.12.0
-//! releases in ../shared/testdata (object counts, namespaces, labels, images, args).
+//! releases in ../shared/testdata (object counts, namespaces, labels, images, args, patches,
+//! additional manifests).
 
 use std::process::Command;
 
@@ -200,5 +201,261 @@ fn list_variables_and_errors() -> TestResult {
     let (ok, out, err) = render(&latest, &[])?;
     assert!(ok, "{err}");
     assert!(out.contains("cluster-api-controller:v1.12.0"));
+    Ok(())
+}
+
+fn temp_file(name: &str, text: &str) -> Result<std::path::PathBuf, Box<dyn std::error::Error>> {
+    let path = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> Result<&'a Value, String> {
+    objs.iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .ok_or_else(|| format!("no {kind} {name}"))
+}
+
+fn annotated(objs: &[Value], key: &str) -> Vec<String> {
+    objs.iter()
+        .filter(|o| o["metadata"]["annotations"].get(key).is_some())
+        .map(|o| format!("{} {}", o["kind"], o["metadata"]["name"]).replace('"', ""))
+        .collect()
+}
+
+#[test]
+fn patches_with_targets_change_only_their_targets() -> TestResult {
+    if skip() {
+        return Ok(());
+    }
+    let provider = r#"apiVersion: management.cluster.x-k8s.io/v1alpha1
+kind: CoreProvider
+metadata: {name: cluster-api, namespace: capi-system}
+spec:
+  version: v1.12.0
+  deployment: {replicas: 2}
+  patches:
+  - target: {group: apps, version: v1, kind: Deployment, name: capi-controller-manager, namespace: capi-system}
+    patch: |
+      - op: test
+        path: /spec/replicas
+        value: 2
+      - op: replace
+        path: /spec/replicas
+        value: 3
+      - op: add
+        path: /metadata/labels/example.com~1patched
+        value: "yes"
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --added-by-patch
+      - op: remove
+        path: /spec/template/spec/tolerations/0
+  - target: {group: "", kind: Service, labelSelector: "cluster.x-k8s.io/provider in (cluster-api), !absent"}
+    patch: |
+      metadata:
+        annotations: {example.com/merged: "true"}
+      spec:
+        sessionAffinity: ClientIP
+"#;
+    let (ok, out, err) = render(provider, &[])?;
+    assert!(ok, "{err}");
+    let objs = capi_yaml::parse_documents(&out, &capi_yaml::Limits::default())?;
+    assert_eq!(objs.len(), 26);
+    let d = find(&objs, "Deployment", "capi-controller-manager")?;
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(d["metadata"]["labels"]["example.com/patched"], "yes");
+    // The operator's labels are added after the patches.
+    assert_eq!(
+        d["metadata"]["labels"]["cluster.x-k8s.io/provider"],
+        "cluster-api"
+    );
+    let pod = &d["spec"]["template"]["spec"];
+    let args = pod["containers"][0]["args"].as_array().ok_or("no args")?;
+    assert_eq!(args.last(), Some(&Value::from("--added-by-patch")));
+    let tolerations = pod["tolerations"].as_array().ok_or("no tolerations")?;
+    assert_eq!(tolerations.len(), 1);
+    assert_eq!(
+        tolerations[0]["key"],
+        "node-role.kubernetes.io/control-plane"
+    );
+    let svc = find(&objs, "Service", "capi-webhook-service")?;
+    assert_eq!(svc["spec"]["sessionAffinity"], "ClientIP");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 443);
+    assert_eq!(
+        annotated(&objs, "example.com/merged"),
+        ["Service capi-webhook-service"]
+    );
+    Ok(())
+}
+
+#[test]
+fn manifest_patches_match_kind_and_the_fields_they_give() -> TestResult {
+    if skip() {
+        return Ok(());
+    }
+    let provider = r#"apiVersion: management.cluster.x-k8s.io/v1alpha1
+kind: CoreProvider
+metadata: {name: cluster-api, namespace: capi-system}
+spec:
+  version: v1.12.0
+  manifestPatches:
+  # No apiVersion: applies to every Deployment (the Go operator would match nothing).
+  - |
+    kind: Deployment
+    spec: {replicas: 4}
+  - |
+    apiVersion: v1
+    kind: ServiceAccount
+    metadata:
+      name: capi-manager
+      annotations: {example.com/sa: "yes"}
+  # A name restricts the patch to that ClusterRole, not capi-aggregated-manager-role.
+  - |
+    kind: ClusterRole
+    metadata:
+      name: capi-manager-role
+      annotations: {example.com/role: "yes"}
+  # A different apiVersion matches nothing.
+  - |
+    apiVersion: apps/v2
+    kind: Deployment
+    metadata:
+      annotations: {example.com/wrong: "yes"}
+"#;
+    let (ok, out, err) = render(provider, &[])?;
+    assert!(ok, "{err}");
+    let objs = capi_yaml::parse_documents(&out, &capi_yaml::Limits::default())?;
+    assert_eq!(objs.len(), 26);
+    let d = find(&objs, "Deployment", "capi-controller-manager")?;
+    assert_eq!(d["spec"]["replicas"], 4);
+    // The merge kept the rest of the spec.
+    assert_eq!(
+        d["spec"]["template"]["spec"]["serviceAccountName"],
+        "capi-manager"
+    );
+    assert_eq!(
+        annotated(&objs, "example.com/sa"),
+        ["ServiceAccount capi-manager"]
+    );
+    assert_eq!(
+        annotated(&objs, "example.com/role"),
+        ["ClusterRole capi-manager-role"]
+    );
+    assert!(annotated(&objs, "example.com/wrong").is_empty());
+    Ok(())
+}
+
+#[test]
+fn patch_errors_fail_the_render() -> TestResult {
+    if skip() {
+        return Ok(());
+    }
+    let base = "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: CoreProvider\nmetadata: {name: cluster-api, namespace: capi-system}\nspec:\n  version: v1.12.0\n";
+    let missing = format!(
+        "{base}  patches:\n  - target: {{kind: Deployment}}\n    patch: '[{{op: replace, path: /spec/nothing/here, value: 1}}]'\n"
+    );
+    let (ok, out, err) = render(&missing, &[])?;
+    assert!(!ok && out.is_empty());
+    assert!(
+        err.contains("spec.patches[0] on Deployment capi-system/capi-controller-manager: operation [0] (replace /spec/nothing/here) failed: path not found"),
+        "{err}"
+    );
+    let selector = format!(
+        "{base}  patches:\n  - target: {{labelSelector: 'a in b'}}\n    patch: '{{a: 1}}'\n"
+    );
+    let (ok, _, err) = render(&selector, &[])?;
+    assert!(!ok);
+    assert!(
+        err.contains("spec.patches[0].target.labelSelector: label selector \"a in b\""),
+        "{err}"
+    );
+    let both = format!(
+        "{base}  patches: [{{patch: '{{a: 1}}'}}]\n  manifestPatches: ['kind: Deployment']\n"
+    );
+    let (ok, _, err) = render(&both, &[])?;
+    assert!(!ok);
+    assert!(
+        err.contains("cannot use both spec.patches and spec.manifestPatches"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn additional_manifests_get_the_provider_labels_and_namespace() -> TestResult {
+    if skip() {
+        return Ok(());
+    }
+    let provider = "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: CoreProvider\nmetadata: {name: cluster-api, namespace: my-capi}\nspec:\n  version: v1.12.0\n  additionalManifests: {name: extra}\n  manifestPatches:\n  - |\n    kind: ConfigMap\n    metadata: {name: extra-settings}\n    data: {patched: \"yes\"}\n";
+    let manifests = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra-settings}\ndata: {level: \"${EXTRA_LEVEL:=info}\"}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: extra-reader}\nrules: []\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept, namespace: elsewhere}\n";
+    let plain = temp_file("extra-plain.yaml", manifests)?;
+    let as_configmap = temp_file(
+        "extra-configmap.yaml",
+        &capi_yaml::to_string(&serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "extra", "namespace": "my-capi"},
+            "data": {"manifests": manifests},
+        }))?,
+    )?;
+    let vars = temp_file("extra-vars.env", "EXTRA_LEVEL=debug\n")?;
+    for file in [&plain, &as_configmap] {
+        let (ok, out, err) = render(
+            provider,
+            &[
+                "--additional-manifests",
+                &file.to_string_lossy(),
+                "--variables",
+                &vars.to_string_lossy(),
+            ],
+        )?;
+        assert!(ok, "{}: {err}", file.display());
+        let objs = capi_yaml::parse_documents(&out, &capi_yaml::Limits::default())?;
+        assert_eq!(objs.len(), 29, "{}", file.display());
+        for o in &objs {
+            assert_eq!(
+                o["metadata"]["labels"]["cluster.x-k8s.io/provider"],
+                "cluster-api"
+            );
+            assert_eq!(o["metadata"]["labels"]["clusterctl.cluster.x-k8s.io"], "");
+        }
+        let cm = find(&objs, "ConfigMap", "extra-settings")?;
+        assert_eq!(cm["metadata"]["namespace"], "my-capi");
+        assert_eq!(cm["data"]["level"], "debug");
+        assert_eq!(cm["data"]["patched"], "yes");
+        let role = find(&objs, "ClusterRole", "extra-reader")?;
+        assert!(role["metadata"].get("namespace").is_none());
+        let kept = find(&objs, "ConfigMap", "kept")?;
+        assert_eq!(kept["metadata"]["namespace"], "elsewhere");
+        // The wrapping ConfigMap itself is not rendered.
+        assert!(find(&objs, "ConfigMap", "extra").is_err());
+    }
+    // Their variables are listed with the release's.
+    let (ok, out, err) = render(
+        provider,
+        &[
+            "--list-variables",
+            "--additional-manifests",
+            &plain.to_string_lossy(),
+        ],
+    )?;
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().count(), 12, "{out}");
+    assert!(out.contains("EXTRA_LEVEL=info"), "{out}");
+    // An object of the release cannot be redefined.
+    let dup = temp_file(
+        "extra-dup.yaml",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: capi-manager}\n",
+    )?;
+    let (ok, _, err) = render(
+        provider,
+        &["--additional-manifests", &dup.to_string_lossy()],
+    )?;
+    assert!(!ok);
+    assert!(
+        err.contains("spec.additionalManifests: ServiceAccount my-capi/capi-manager is already part of the provider"),
+        "{err}"
+    );
     Ok(())
 }

@@ -8,8 +8,6 @@
 //!
 //! Each test gets its own namespace from [`TestCluster::namespace`].
 
-pub mod fake_github;
-
 use std::{
     path::{Path, PathBuf},
     process::Command,

@@ -5,6 +5,19 @@
 //! Provider releases are untrusted input: parsing is bounded (alias expansion, nesting depth,
 //! node and document counts), so a YAML bomb or a deeply nested document fails with an error
 //! instead of exhausting memory or stack.
+//!
+//! Releases are large (the Cluster API core components are 1.4 MB of CRDs), and serde-saphyr
+//! spends ~50 ms on them, so [`parse_documents`] first tries a fast parser (~7x faster) for
+//! the block-style subset that generated manifests use. That parser gives up on anything it
+//! does not fully understand (anchors, tags, complex keys, odd indentation, a budget getting
+//! close) and the whole input is then parsed by serde-saphyr as before, so values and errors
+//! are serde-saphyr's either way. It enforces the same [`Limits`] (size, depth, nodes,
+//! documents; it has no aliases), stopping short of them so that the full parser decides at
+//! the limits. `tests/differential.rs`, `tests/tricky.rs` and `tests/roundtrip.rs` hold the
+//! two parsers to the same results.
+
+mod fast;
+mod scalar;
 
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
@@ -63,9 +76,7 @@ fn options(limits: &Limits) -> serde_saphyr::Options {
     options
 }
 
-/// Parses every document of a multi-document YAML text into JSON values, skipping empty
-/// (null) documents.
-pub fn parse_documents(text: &str, limits: &Limits) -> Result<Vec<Value>, Error> {
+fn check_size(text: &str, limits: &Limits) -> Result<(), Error> {
     if text.len() > limits.max_bytes {
         return Err(Error::Parse(format!(
             "input of {} bytes exceeds the limit of {} bytes",
@@ -73,12 +84,53 @@ pub fn parse_documents(text: &str, limits: &Limits) -> Result<Vec<Value>, Error>
             limits.max_bytes
         )));
     }
+    Ok(())
+}
+
+/// Parses every document of a multi-document YAML text into JSON values, skipping empty
+/// (null) documents. The fast parser is tried first, serde-saphyr when it gives up.
+pub fn parse_documents(text: &str, limits: &Limits) -> Result<Vec<Value>, Error> {
+    check_size(text, limits)?;
+    match fast::parse(text, limits) {
+        Ok(docs) => Ok(docs),
+        Err(_) => parse_documents_full(text, limits),
+    }
+}
+
+fn parse_documents_full(text: &str, limits: &Limits) -> Result<Vec<Value>, Error> {
+    check_size(text, limits)?;
     let docs: Vec<Value> = serde_saphyr::from_multiple_with_options(text, options(limits))
         .map_err(|e| Error::Parse(e.to_string()))?;
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
+/// Each parser of [`parse_documents`] on its own, for differential tests and benchmarks.
+#[doc(hidden)]
+pub mod internals {
+    use super::{Error, Limits, Value};
+
+    /// Why the fast parser gave up on an input.
+    pub use crate::fast::Bail;
+
+    /// The fast parser alone: `Err` when it gives up (and `parse_documents` would fall
+    /// back to serde-saphyr).
+    pub fn parse_documents_fast(text: &str, limits: &Limits) -> Result<Vec<Value>, Bail> {
+        if text.len() > limits.max_bytes {
+            return Err(Bail("input exceeds max_bytes"));
+        }
+        crate::fast::parse(text, limits)
+    }
+
+    /// serde-saphyr alone, as `parse_documents` was before the fast parser.
+    pub fn parse_documents_full(text: &str, limits: &Limits) -> Result<Vec<Value>, Error> {
+        super::parse_documents_full(text, limits)
+    }
+}
+
 /// Parses one YAML document into a typed value.
+///
+/// Always serde-saphyr: typed targets read scalars by the target's type (a plain `123` into
+/// a `String` field is "123"), which going through a JSON value would change.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
     let limits = Limits::default();
     if text.len() > limits.max_bytes {

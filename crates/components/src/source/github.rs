@@ -1,21 +1,39 @@
-//! GitHub releases: `https://github.com/{owner}/{repo}/releases/{latest|tag}/{file}` (and the
-//! same on a GitHub Enterprise host). Versions come from the releases API, following `Link`
-//! pagination; files are release assets downloaded through the API. The API base is
-//! configurable, for GitHub Enterprise and for tests against a local server.
+//! GitHub releases: `https://github.com/{owner}/{repo}/releases/{latest|tag}/{file}`, and the
+//! same on a GitHub Enterprise host. Versions come from the releases API, following `Link`
+//! pagination; files are release assets downloaded through the API (which redirects to GitHub's
+//! asset hosts). The API base is configurable, for GitHub Enterprise and for tests against a
+//! local server.
+//!
+//! Unlike clusterctl this source never asks the Go module proxy: the operator's only remotes are
+//! the ones a provider names.
 
 use std::{collections::HashMap, sync::Mutex};
 
+use reqwest::Url;
 use serde::Deserialize;
 
 use super::{
     ReleaseSource, SourceError,
-    http::{Http, HttpConfig, next_link},
+    http::{Http, HttpConfig, next_link, redact_url, same_origin},
 };
+
+/// The public GitHub API.
+pub const GITHUB_API: &str = "https://api.github.com";
+
+/// Hosts api.github.com redirects release-asset downloads to.
+pub const GITHUB_ASSET_HOSTS: &[&str] = &[
+    "objects.githubusercontent.com",
+    "release-assets.githubusercontent.com",
+    "github-releases.githubusercontent.com",
+];
+
+/// Most pages of the releases list read (100 releases each); older releases beyond are ignored.
+const MAX_PAGES: usize = 30;
 
 /// A parsed GitHub release URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GitHubUrl {
-    /// Host (github.com or an Enterprise host).
+    /// Host, lower case (github.com or an Enterprise host, with its port if any).
     pub host: String,
     /// Repository owner.
     pub owner: String,
@@ -27,23 +45,50 @@ pub struct GitHubUrl {
     pub file: String,
 }
 
+fn valid_name(s: &str, extra: &[char]) -> bool {
+    !s.is_empty()
+        && s != "."
+        && s != ".."
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || extra.contains(&c))
+}
+
+fn check_repo(owner: &str, repo: &str) -> Result<(), String> {
+    // GitHub's own rules: owners are letters, digits and dashes; repositories add `.` and `_`.
+    if !valid_name(owner, &[]) {
+        return Err(format!("{owner:?} is not a GitHub owner name"));
+    }
+    if !valid_name(repo, &['.', '_']) {
+        return Err(format!("{repo:?} is not a GitHub repository name"));
+    }
+    Ok(())
+}
+
+fn decode(seg: &str) -> String {
+    percent_encoding::percent_decode_str(seg)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
 impl GitHubUrl {
-    /// Parses `https://{host}/{owner}/{repo}/releases/{latest|tag}/{file}`; the older form
-    /// `.../releases/download/{tag}/{file}` is accepted too.
+    /// Parses `https://{host}/{owner}/{repo}/releases/{latest|tag}/{file}`. The browser's
+    /// download form `.../releases/download/{tag}/{file}` is accepted too.
     pub fn parse(url: &str) -> Result<GitHubUrl, SourceError> {
         let bad = |why: &str| {
             SourceError::Invalid(format!(
-                "{url:?} is not a GitHub release URL (https://github.com/OWNER/REPO/releases/latest|TAG/FILE): {why}"
+                "{} is not a GitHub release URL (https://github.com/OWNER/REPO/releases/latest|TAG/FILE): {why}",
+                redact_url(url)
             ))
         };
-        let u = reqwest::Url::parse(url).map_err(|_| bad("not a URL"))?;
+        let u = Url::parse(url).map_err(|_| bad("not a URL"))?;
         if u.scheme() != "https" {
             return Err(bad("only https is accepted"));
         }
-        let host = u
-            .host_str()
-            .ok_or_else(|| bad("no host"))?
-            .to_ascii_lowercase();
+        let host = match (u.host_str(), u.port()) {
+            (Some(h), Some(p)) => format!("{}:{p}", h.to_ascii_lowercase()),
+            (Some(h), None) => h.to_ascii_lowercase(),
+            (None, _) => return Err(bad("no host")),
+        };
         let segs: Vec<&str> = u
             .path_segments()
             .map(|s| s.filter(|p| !p.is_empty()).collect())
@@ -52,25 +97,32 @@ impl GitHubUrl {
             [owner, repo, "releases", rest @ ..] => (*owner, *repo, rest),
             _ => return Err(bad("expected OWNER/REPO/releases/...")),
         };
+        check_repo(owner, repo).map_err(|e| bad(&e))?;
         let (version, file) = match rest {
             ["latest", file] => (None, *file),
-            ["download", tag, file] => (Some(*tag), *file),
-            [tag, file] => (Some(*tag), *file),
+            ["download", tag, file] => (Some(decode(tag)), *file),
+            [tag, file] if *tag != "download" => (Some(decode(tag)), *file),
+            [] | [_] => return Err(bad("the version and file name are missing")),
             _ => return Err(bad("expected releases/latest/FILE or releases/TAG/FILE")),
         };
+        let file = decode(file);
+        if matches!(file.as_str(), "." | "..") {
+            return Err(bad("the file name is not valid"));
+        }
         Ok(GitHubUrl {
             host,
             owner: owner.to_string(),
             repo: repo.to_string(),
-            version: version.map(str::to_string),
-            file: file.to_string(),
+            version,
+            file,
         })
     }
 
-    /// The API base for this host: api.github.com, or `https://{host}/api/v3` on Enterprise.
+    /// The API base for this host: api.github.com for github.com, `https://{host}/api/v3` on
+    /// GitHub Enterprise Server.
     pub fn default_api(&self) -> String {
-        if self.host == "github.com" {
-            "https://api.github.com".into()
+        if self.host == "github.com" || self.host == "www.github.com" {
+            GITHUB_API.into()
         } else {
             format!("https://{}/api/v3", self.host)
         }
@@ -92,22 +144,23 @@ struct ReleaseJson {
     assets: Vec<Asset>,
 }
 
-/// Largest releases listing read (pages of 100).
-const MAX_PAGES: usize = 50;
-
 /// Releases of one GitHub repository.
 #[derive(Debug)]
 pub struct GitHubSource {
     http: Http,
-    api: String,
+    api: Url,
     owner: String,
     repo: String,
+    /// Assets of each release looked up (or listed), so the metadata and components of one
+    /// version cost one release lookup.
     assets: Mutex<HashMap<String, Vec<Asset>>>,
 }
 
 impl GitHubSource {
-    /// Releases of `owner/repo` through the API at `api` (no trailing slash), with an
-    /// optional token. Asset downloads may redirect to GitHub's asset hosts.
+    /// Releases of `owner/repo` through the API at `api` (e.g. [`GITHUB_API`],
+    /// `https://HOST/api/v3`), with an optional token sent as a bearer token. With the public
+    /// API, asset downloads may redirect to [`GITHUB_ASSET_HOSTS`]; any other redirect target
+    /// must be in `config.redirect_hosts`.
     pub fn new(
         api: &str,
         owner: &str,
@@ -115,71 +168,139 @@ impl GitHubSource {
         token: Option<String>,
         mut config: HttpConfig,
     ) -> Result<GitHubSource, SourceError> {
-        let api = api.trim_end_matches('/').to_string();
-        for h in [
-            "objects.githubusercontent.com",
-            "release-assets.githubusercontent.com",
-            "github-releases.githubusercontent.com",
-        ] {
-            if api == "https://api.github.com" {
-                config.redirect_hosts.push(h.to_string());
-            }
+        check_repo(owner, repo).map_err(SourceError::Invalid)?;
+        let api_url = Url::parse(api.trim_end_matches('/')).map_err(|_| {
+            SourceError::Invalid(format!("GitHub API URL {} is not a URL", redact_url(api)))
+        })?;
+        if api_url.cannot_be_a_base() || api_url.query().is_some() {
+            return Err(SourceError::Invalid(format!(
+                "GitHub API URL {} cannot be a base URL",
+                redact_url(api)
+            )));
+        }
+        if api_url.host_str() == Some("api.github.com") {
+            config
+                .redirect_hosts
+                .extend(GITHUB_ASSET_HOSTS.iter().map(|h| h.to_string()));
         }
         Ok(GitHubSource {
-            http: Http::new(&api, token, config)?,
-            api,
+            http: Http::new(api_url.as_str(), token, config)?,
+            api: api_url,
             owner: owner.to_string(),
             repo: repo.to_string(),
             assets: Mutex::new(HashMap::new()),
         })
     }
 
-    fn repo_url(&self) -> String {
-        format!("{}/repos/{}/{}", self.api, self.owner, self.repo)
+    /// The source a release URL names, through `api` when given (an operator-wide override),
+    /// else the URL host's default API.
+    pub fn from_url(
+        url: &GitHubUrl,
+        api: Option<&str>,
+        token: Option<String>,
+        config: HttpConfig,
+    ) -> Result<GitHubSource, SourceError> {
+        let api = api.map_or_else(|| url.default_api(), str::to_string);
+        GitHubSource::new(&api, &url.owner, &url.repo, token, config)
+    }
+
+    /// `owner/repo`.
+    pub fn repository(&self) -> String {
+        format!("{}/{}", self.owner, self.repo)
+    }
+
+    /// `{api}/repos/{owner}/{repo}/{segs...}`, each segment percent-encoded, so a tag can never
+    /// change the path.
+    fn endpoint(&self, segs: &[&str]) -> Result<String, SourceError> {
+        let mut u = self.api.clone();
+        u.path_segments_mut()
+            .map_err(|_| SourceError::Invalid("the GitHub API URL cannot be a base".into()))?
+            .pop_if_empty()
+            .extend(["repos", self.owner.as_str(), self.repo.as_str()])
+            .extend(segs);
+        Ok(u.into())
+    }
+
+    fn cached(&self, tag: &str) -> Option<Vec<Asset>> {
+        self.assets.lock().ok().and_then(|m| m.get(tag).cloned())
+    }
+
+    fn remember(&self, tag: &str, assets: Vec<Asset>) {
+        if let Ok(mut m) = self.assets.lock() {
+            m.insert(tag.to_string(), assets);
+        }
     }
 
     async fn release_assets(&self, tag: &str) -> Result<Vec<Asset>, SourceError> {
-        if let Some(a) = self.assets.lock().ok().and_then(|m| m.get(tag).cloned()) {
+        if let Some(a) = self.cached(tag) {
             return Ok(a);
         }
-        let url = format!("{}/releases/tags/{tag}", self.repo_url());
-        let resp = self.http.get(&url, "application/vnd.github+json").await?;
-        let release: ReleaseJson = serde_json::from_slice(&resp.body)
-            .map_err(|e| SourceError::Invalid(format!("{url}: unexpected answer: {e}")))?;
-        if let Ok(mut m) = self.assets.lock() {
-            m.insert(tag.to_string(), release.assets.clone());
-        }
+        let url = self.endpoint(&["releases", "tags", tag])?;
+        let resp = match self.http.get(&url, "application/vnd.github+json").await {
+            Ok(r) => r,
+            Err(SourceError::NotFound(_)) => {
+                return Err(SourceError::NotFound(format!(
+                    "release {tag} of {}",
+                    self.repository()
+                )));
+            }
+            Err(e) => return Err(e),
+        };
+        let release: ReleaseJson = parse_json(&url, &resp.body)?;
+        self.remember(tag, release.assets.clone());
         Ok(release.assets)
     }
 }
 
+fn parse_json<T: serde::de::DeserializeOwned>(url: &str, body: &[u8]) -> Result<T, SourceError> {
+    serde_json::from_slice(body).map_err(|e| {
+        SourceError::Invalid(format!(
+            "{}: unexpected answer from the GitHub API: {e}",
+            redact_url(url)
+        ))
+    })
+}
+
 impl ReleaseSource for GitHubSource {
+    /// Tags of the repository's published releases (drafts left out) that are semantic
+    /// versions, pre-releases included, newest first as GitHub lists them.
     async fn list_versions(&self) -> Result<Vec<String>, SourceError> {
-        let mut url = format!("{}/releases?per_page=100", self.repo_url());
-        let api_host = reqwest::Url::parse(&self.api)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_string));
-        let mut out = Vec::new();
-        for _ in 0..MAX_PAGES {
+        let mut url = format!("{}?per_page=100", self.endpoint(&["releases"])?);
+        let mut out: Vec<String> = Vec::new();
+        for page in 1..=MAX_PAGES {
             let resp = self.http.get(&url, "application/vnd.github+json").await?;
-            let page: Vec<ReleaseJson> = serde_json::from_slice(&resp.body)
-                .map_err(|e| SourceError::Invalid(format!("{url}: unexpected answer: {e}")))?;
-            for r in page {
-                if !r.draft && crate::version::parse(&r.tag_name).is_some() {
-                    out.push(r.tag_name);
+            let releases: Vec<ReleaseJson> = parse_json(&url, &resp.body)?;
+            for r in releases {
+                if r.draft
+                    || crate::version::parse(&r.tag_name).is_none()
+                    || out.contains(&r.tag_name)
+                {
+                    continue;
                 }
+                // The listing carries every release's assets: later downloads need no lookup.
+                self.remember(&r.tag_name, r.assets);
+                out.push(r.tag_name);
             }
             match next_link(&resp.headers) {
-                // Pagination never leads to another host.
-                Some(next)
-                    if reqwest::Url::parse(&next)
-                        .ok()
-                        .and_then(|u| u.host_str().map(str::to_string))
-                        == api_host =>
-                {
-                    url = next
+                None => break,
+                Some(next) if same_origin(&next, self.api.as_str()) => {
+                    if page == MAX_PAGES {
+                        tracing::warn!(
+                            repository = %self.repository(),
+                            pages = MAX_PAGES,
+                            "releases list truncated; older releases are ignored"
+                        );
+                    }
+                    url = next;
                 }
-                _ => break,
+                Some(next) => {
+                    tracing::warn!(
+                        repository = %self.repository(),
+                        link = %redact_url(&next),
+                        "pagination link to another host ignored; no request outside the configured source"
+                    );
+                    break;
+                }
             }
         }
         Ok(out)
@@ -189,11 +310,11 @@ impl ReleaseSource for GitHubSource {
         let assets = self.release_assets(version).await?;
         let asset = assets.iter().find(|a| a.name == file).ok_or_else(|| {
             SourceError::NotFound(format!(
-                "{file} in release {version} of {}/{}",
-                self.owner, self.repo
+                "{file} in release {version} of {}",
+                self.repository()
             ))
         })?;
-        let url = format!("{}/releases/assets/{}", self.repo_url(), asset.id);
+        let url = self.endpoint(&["releases", "assets", &asset.id.to_string()])?;
         Ok(self.http.get(&url, "application/octet-stream").await?.body)
     }
 }
@@ -203,41 +324,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn release_urls() {
-        let u = GitHubUrl::parse(
-            "https://github.com/kubernetes-sigs/cluster-api-provider-aws/releases/v2.1.4/infrastructure-components.yaml",
-        )
-        .unwrap();
+    fn endpoints_encode_segments() -> Result<(), SourceError> {
+        let s = GitHubSource::new(
+            "https://ghe.example/api/v3/",
+            "o",
+            "r.go",
+            None,
+            HttpConfig::default(),
+        )?;
         assert_eq!(
-            (
-                u.owner.as_str(),
-                u.repo.as_str(),
-                u.version.as_deref(),
-                u.file.as_str()
-            ),
-            (
-                "kubernetes-sigs",
-                "cluster-api-provider-aws",
-                Some("v2.1.4"),
-                "infrastructure-components.yaml"
-            )
+            s.endpoint(&["releases", "tags", "v1.0.0+build/../x"])?,
+            "https://ghe.example/api/v3/repos/o/r.go/releases/tags/v1.0.0+build%2F..%2Fx"
         );
-        assert_eq!(u.default_api(), "https://api.github.com");
-        let u = GitHubUrl::parse("https://github.com/o/r/releases/latest/core-components.yaml")
-            .unwrap();
-        assert_eq!(u.version, None);
-        let u = GitHubUrl::parse("https://git.corp.example/o/r/releases/download/v1.0.0/f.yaml")
-            .unwrap();
-        assert_eq!(u.version.as_deref(), Some("v1.0.0"));
-        assert_eq!(u.default_api(), "https://git.corp.example/api/v3");
-        for bad in [
-            "http://github.com/o/r/releases/latest/f.yaml",
-            "https://github.com/o/r/tags/latest/f.yaml",
-            "https://github.com/o/r/releases/latest",
-            "not a url",
-            "https://github.com/o/releases/latest/f.yaml",
-        ] {
-            assert!(GitHubUrl::parse(bad).is_err(), "{bad}");
-        }
+        Ok(())
+    }
+
+    #[test]
+    fn bad_names_and_apis_are_refused() {
+        let cfg = HttpConfig::default;
+        assert!(GitHubSource::new(GITHUB_API, "o/x", "r", None, cfg()).is_err());
+        assert!(GitHubSource::new(GITHUB_API, "o", "..", None, cfg()).is_err());
+        assert!(GitHubSource::new("api.github.com", "o", "r", None, cfg()).is_err());
+        assert!(GitHubSource::new("https://api.github.com?x=1", "o", "r", None, cfg()).is_err());
     }
 }

@@ -1,26 +1,45 @@
-//! HTTP fetching shared by the remote sources: timeouts, retries with exponential backoff on
-//! 5xx and network errors, a size limit enforced while streaming, redirects only to allowed
-//! hosts, and status codes mapped to [`SourceError`]. Tokens never appear in errors or logs.
+//! HTTP fetching shared by the remote sources: connect, read and total timeouts; retries with
+//! exponential backoff on server errors, timeouts and broken connections; a size limit enforced
+//! while streaming; redirects only to allowed hosts; status codes mapped to [`SourceError`].
+//!
+//! Tokens travel only in the `Authorization` header (reqwest drops it when a redirect leaves the
+//! host), and URLs are stripped of user info and token-like query values before they appear in
+//! an error or a log line, so no credential leaves through either.
 
-use std::time::Duration;
+use std::{
+    fmt,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
 
-use reqwest::{StatusCode, header::HeaderMap, redirect};
+use reqwest::{StatusCode, Url, header::HeaderMap, redirect};
 
 use super::{MAX_FILE_BYTES, SourceError};
 
+/// Most redirects followed for one request.
+const MAX_REDIRECTS: usize = 5;
+
 /// How a remote source behaves on the wire.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct HttpConfig {
-    /// Attempts per request (1 = no retry).
+    /// Attempts per request (1 = no retry). Only temporary failures are retried.
     pub attempts: u32,
-    /// Delay before the first retry; doubled after each.
+    /// Delay before the first retry; doubled after each, up to `max_backoff`.
     pub initial_backoff: Duration,
-    /// Timeout of one request.
+    /// Longest delay between two attempts.
+    pub max_backoff: Duration,
+    /// Timeout for establishing a connection.
+    pub connect_timeout: Duration,
+    /// Longest wait for the next bytes of an answer (a stalled connection).
+    pub read_timeout: Duration,
+    /// Timeout of one whole attempt, body included.
     pub timeout: Duration,
-    /// Largest body accepted.
+    /// Largest body accepted, after decompression.
     pub max_bytes: usize,
-    /// Hosts redirects may lead to (the source's own host is always allowed).
+    /// Hosts redirects may lead to besides the source's own host.
     pub redirect_hosts: Vec<String>,
+    /// Whether plain `http://` sources are accepted where a source would otherwise insist on
+    /// https (GitLab package URLs); meant for tests against local servers.
+    pub allow_http: bool,
 }
 
 impl Default for HttpConfig {
@@ -28,25 +47,19 @@ impl Default for HttpConfig {
         HttpConfig {
             attempts: 4,
             initial_backoff: Duration::from_millis(500),
-            timeout: Duration::from_secs(60),
+            max_backoff: Duration::from_secs(8),
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+            // A components file of tens of MB over a slow link still fits.
+            timeout: Duration::from_secs(120),
             max_bytes: MAX_FILE_BYTES,
             redirect_hosts: Vec::new(),
+            allow_http: false,
         }
     }
 }
 
-impl std::fmt::Debug for HttpConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpConfig")
-            .field("attempts", &self.attempts)
-            .field("timeout", &self.timeout)
-            .field("max_bytes", &self.max_bytes)
-            .field("redirect_hosts", &self.redirect_hosts)
-            .finish()
-    }
-}
-
-/// An HTTP client bound to one source: its allowed hosts and its credentials.
+/// An HTTP client bound to one source: its allowed hosts, limits and credentials.
 #[derive(Clone)]
 pub struct Http {
     client: reqwest::Client,
@@ -54,8 +67,8 @@ pub struct Http {
     token: Option<String>,
 }
 
-impl std::fmt::Debug for Http {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for Http {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Http")
             .field("config", &self.config)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
@@ -72,47 +85,117 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
-fn host_of(url: &str) -> Option<String> {
-    reqwest::Url::parse(url)
-        .ok()?
-        .host_str()
-        .map(|h| h.to_ascii_lowercase())
+/// Why the redirect policy stopped a request; found again in reqwest's error chain.
+#[derive(Debug)]
+struct RedirectRefused(String);
+
+impl fmt::Display for RedirectRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RedirectRefused {}
+
+/// `url` fit for errors and logs: no user info, and the values of token-like query parameters
+/// replaced. Unparsable input is not echoed, since it might be a credential itself.
+pub fn redact_url(url: &str) -> String {
+    let Ok(mut u) = Url::parse(url) else {
+        return "<invalid URL>".into();
+    };
+    // Setting these only fails for URLs that cannot have user info, which then have none.
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    if u.query().is_some() {
+        let pairs: Vec<(String, String)> = u
+            .query_pairs()
+            .map(|(k, v)| {
+                let lower = k.to_ascii_lowercase();
+                let secret = ["token", "secret", "signature", "credential", "password"]
+                    .iter()
+                    .any(|s| lower.contains(s));
+                let v = if secret {
+                    "REDACTED".into()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        u.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    u.to_string()
+}
+
+/// Whether two URLs share scheme, host and port.
+pub fn same_origin(a: &str, b: &str) -> bool {
+    match (Url::parse(a), Url::parse(b)) {
+        (Ok(a), Ok(b)) => a.origin() == b.origin(),
+        _ => false,
+    }
+}
+
+fn host_of(url: &Url) -> Option<String> {
+    url.host_str().map(|h| h.to_ascii_lowercase())
 }
 
 impl Http {
     /// A client for a source at `base_url`, sending `token` as a bearer token when given.
+    /// Redirects may go to `base_url`'s host and to `config.redirect_hosts`, never from https
+    /// to plain http.
     pub fn new(
         base_url: &str,
         token: Option<String>,
         mut config: HttpConfig,
     ) -> Result<Http, SourceError> {
-        let own = host_of(base_url)
-            .ok_or_else(|| SourceError::Invalid(format!("{base_url:?} is not a URL")))?;
+        let base = Url::parse(base_url)
+            .map_err(|_| SourceError::Invalid(format!("{} is not a URL", redact_url(base_url))))?;
+        if !matches!(base.scheme(), "https" | "http") {
+            return Err(SourceError::Invalid(format!(
+                "{}: only https (or http) sources are supported",
+                redact_url(base_url)
+            )));
+        }
+        let own = host_of(&base)
+            .ok_or_else(|| SourceError::Invalid(format!("{} has no host", redact_url(base_url))))?;
+        for h in &mut config.redirect_hosts {
+            *h = h.to_ascii_lowercase();
+        }
         config.redirect_hosts.push(own);
+        config.redirect_hosts.sort();
+        config.redirect_hosts.dedup();
         let allowed = config.redirect_hosts.clone();
+        let https_only = base.scheme() == "https";
         let policy = redirect::Policy::custom(move |attempt| {
-            let host = attempt.url().host_str().map(|h| h.to_ascii_lowercase());
-            if attempt.previous().len() > 5 {
-                attempt.error("too many redirects")
-            } else if host.is_some_and(|h| allowed.contains(&h)) {
+            let host = host_of(attempt.url()).unwrap_or_default();
+            if attempt.previous().len() >= MAX_REDIRECTS {
+                attempt.error(RedirectRefused(format!(
+                    "more than {MAX_REDIRECTS} redirects"
+                )))
+            } else if https_only && attempt.url().scheme() != "https" {
+                attempt.error(RedirectRefused(format!(
+                    "redirect to http://{host} refused: a download over https never continues over plain http"
+                )))
+            } else if allowed.contains(&host) {
                 attempt.follow()
             } else {
-                let to = attempt.url().host_str().unwrap_or("?").to_string();
-                attempt.error(format!(
-                    "redirect to {to} refused: no request leaves the configured source"
-                ))
+                attempt.error(RedirectRefused(format!(
+                    "redirect to {host} refused: no request outside the configured source (allowed hosts: {})",
+                    allowed.join(", ")
+                )))
             }
         });
         let client = reqwest::Client::builder()
             .redirect(policy)
-            .connect_timeout(Duration::from_secs(10))
+            .connect_timeout(config.connect_timeout)
+            .read_timeout(config.read_timeout)
             .timeout(config.timeout)
             .user_agent(concat!(
                 "capi-provider-operator/",
                 env!("CARGO_PKG_VERSION")
             ))
             .build()
-            .map_err(|e| SourceError::Invalid(format!("HTTP client: {e}")))?;
+            .map_err(|e| SourceError::Invalid(format!("cannot set up an HTTP client: {e}")))?;
         Ok(Http {
             client,
             config,
@@ -120,16 +203,23 @@ impl Http {
         })
     }
 
-    /// GETs `url` with `accept`, retrying temporary failures.
+    /// The limits this client enforces.
+    pub fn config(&self) -> &HttpConfig {
+        &self.config
+    }
+
+    /// GETs `url` with `accept`, retrying temporary failures with exponential backoff.
     pub async fn get(&self, url: &str, accept: &str) -> Result<Response, SourceError> {
+        let shown = redact_url(url);
         let mut delay = self.config.initial_backoff;
         let mut attempt = 1;
         loop {
-            match self.get_once(url, accept).await {
+            tracing::debug!(url = %shown, attempt, "GET");
+            match self.get_once(url, &shown, accept).await {
                 Err(e @ SourceError::Transient { .. }) if attempt < self.config.attempts => {
-                    tracing::debug!(url, attempt, error = %e, "retrying");
+                    tracing::info!(url = %shown, attempt, error = %e, retry_in = ?delay, "retrying");
                     tokio::time::sleep(delay).await;
-                    delay = delay.saturating_mul(2);
+                    delay = delay.saturating_mul(2).min(self.config.max_backoff);
                     attempt += 1;
                 }
                 r => return r,
@@ -137,33 +227,36 @@ impl Http {
         }
     }
 
-    async fn get_once(&self, url: &str, accept: &str) -> Result<Response, SourceError> {
+    async fn get_once(
+        &self,
+        url: &str,
+        shown: &str,
+        accept: &str,
+    ) -> Result<Response, SourceError> {
         let mut req = self.client.get(url).header("Accept", accept);
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
-        let resp = req.send().await.map_err(|e| transport(url, &e))?;
+        let mut resp = req.send().await.map_err(|e| transport(shown, &e))?;
         let status = resp.status();
         let headers = resp.headers().clone();
         if !status.is_success() {
-            return Err(status_error(url, status, &headers));
+            return Err(status_error(shown, status, &headers));
         }
-        if let Some(len) = resp.content_length()
-            && len as usize > self.config.max_bytes
-        {
-            return Err(SourceError::TooLarge {
-                what: url.to_string(),
-                limit: self.config.max_bytes,
-            });
+        let limit = self.config.max_bytes;
+        let too_large = || SourceError::TooLarge {
+            what: shown.to_string(),
+            limit,
+        };
+        // Announced sizes are refused before any byte is read; the count below covers answers
+        // that announce none (chunked) or lie.
+        if resp.content_length().is_some_and(|len| len > limit as u64) {
+            return Err(too_large());
         }
         let mut body = Vec::new();
-        let mut resp = resp;
-        while let Some(chunk) = resp.chunk().await.map_err(|e| transport(url, &e))? {
-            if body.len() + chunk.len() > self.config.max_bytes {
-                return Err(SourceError::TooLarge {
-                    what: url.to_string(),
-                    limit: self.config.max_bytes,
-                });
+        while let Some(chunk) = resp.chunk().await.map_err(|e| transport(shown, &e))? {
+            if body.len() + chunk.len() > limit {
+                return Err(too_large());
             }
             body.extend_from_slice(&chunk);
         }
@@ -171,61 +264,92 @@ impl Http {
     }
 }
 
-fn transport(url: &str, e: &reqwest::Error) -> SourceError {
-    if e.is_redirect() {
-        // The policy's message says which host was refused.
-        let mut msg = e.to_string();
-        let mut src = std::error::Error::source(e);
-        while let Some(s) = src {
-            msg = s.to_string();
-            src = s.source();
+fn transport(shown: &str, e: &reqwest::Error) -> SourceError {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = src {
+        if let Some(r) = s.downcast_ref::<RedirectRefused>() {
+            return SourceError::Invalid(format!("{shown}: {r}"));
         }
-        return SourceError::Invalid(format!("{url}: {msg}"));
+        src = s.source();
     }
+    let reason = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "connection failed"
+    } else if e.is_redirect() {
+        return SourceError::Invalid(format!("{shown}: too many redirects"));
+    } else if e.is_body() || e.is_decode() {
+        "the connection broke while reading the answer"
+    } else {
+        "the request failed"
+    };
     SourceError::Transient {
-        what: url.to_string(),
-        reason: if e.is_timeout() {
-            "timed out".into()
-        } else if e.is_connect() {
-            "connection failed".into()
-        } else {
-            "the connection broke".into()
-        },
+        what: shown.to_string(),
+        reason: reason.into(),
     }
 }
 
-fn status_error(url: &str, status: StatusCode, headers: &HeaderMap) -> SourceError {
-    let remaining_zero = headers
-        .get("x-ratelimit-remaining")
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
         .and_then(|v| v.to_str().ok())
-        == Some("0");
+        .map(str::trim)
+}
+
+/// When a rate limit ends, as far as the answer says.
+fn rate_limit_hint(headers: &HeaderMap) -> String {
+    if let Some(s) = header(headers, "retry-after").and_then(|v| v.parse::<u64>().ok()) {
+        return format!(" (retry after {s} s)");
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    match header(headers, "x-ratelimit-reset").and_then(|v| v.parse::<u64>().ok()) {
+        Some(reset) if reset > now => format!(" (resets in {} s)", reset - now),
+        _ => String::new(),
+    }
+}
+
+fn status_error(shown: &str, status: StatusCode, headers: &HeaderMap) -> SourceError {
+    let quota_spent = header(headers, "x-ratelimit-remaining") == Some("0");
     match status {
-        StatusCode::NOT_FOUND => SourceError::NotFound(url.to_string()),
-        StatusCode::TOO_MANY_REQUESTS => SourceError::RateLimited(url.to_string()),
-        StatusCode::FORBIDDEN if remaining_zero || headers.contains_key("retry-after") => {
-            SourceError::RateLimited(url.to_string())
+        StatusCode::NOT_FOUND | StatusCode::GONE => SourceError::NotFound(shown.to_string()),
+        StatusCode::TOO_MANY_REQUESTS => {
+            SourceError::RateLimited(format!("{shown}{}", rate_limit_hint(headers)))
+        }
+        // GitHub answers spent quotas and secondary rate limits with 403, told apart from a
+        // refused token only by these headers.
+        StatusCode::FORBIDDEN if quota_spent || headers.contains_key("retry-after") => {
+            SourceError::RateLimited(format!("{shown}{}", rate_limit_hint(headers)))
         }
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-            SourceError::Unauthorized(url.to_string())
+            SourceError::Unauthorized(shown.to_string())
         }
         s if s.is_server_error() || s == StatusCode::REQUEST_TIMEOUT => SourceError::Transient {
-            what: url.to_string(),
+            what: shown.to_string(),
             reason: format!("HTTP {}", s.as_u16()),
         },
-        s => SourceError::Invalid(format!("{url}: unexpected HTTP {}", s.as_u16())),
+        s => SourceError::Invalid(format!("{shown}: unexpected HTTP {}", s.as_u16())),
     }
 }
 
-/// The `rel="next"` link of a `Link` header.
+/// The `rel="next"` link of a `Link` header (RFC 8288), if any.
 pub fn next_link(headers: &HeaderMap) -> Option<String> {
-    let link = headers.get("link")?.to_str().ok()?;
+    let link = header(headers, "link")?;
     link.split(',').find_map(|part| {
-        let (url, params) = part.split_once(';')?;
+        let (target, params) = part.split_once(';')?;
         params
             .split(';')
-            .any(|p| p.trim() == "rel=\"next\"")
+            .filter_map(|p| p.trim().strip_prefix("rel="))
+            .any(|rel| {
+                rel.trim_matches('"')
+                    .split_whitespace()
+                    .any(|r| r == "next")
+            })
             .then(|| {
-                url.trim()
+                target
+                    .trim()
                     .trim_start_matches('<')
                     .trim_end_matches('>')
                     .to_string()
@@ -234,55 +358,131 @@ pub fn next_link(headers: &HeaderMap) -> Option<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)]
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;
 
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
     #[test]
     fn next_links_are_found() {
-        let mut h = HeaderMap::new();
-        h.insert(
+        let h = headers(&[(
             "link",
-            HeaderValue::from_static(
-                "<https://api.github.com/x?page=3>; rel=\"next\", <https://api.github.com/x?page=9>; rel=\"last\"",
-            ),
-        );
+            "<https://api.github.com/x?page=9>; rel=\"last\", <https://api.github.com/x?page=3>; rel=\"next\"",
+        )]);
         assert_eq!(
             next_link(&h).as_deref(),
             Some("https://api.github.com/x?page=3")
         );
-        h.insert(
-            "link",
-            HeaderValue::from_static("<https://a/x?page=1>; rel=\"prev\""),
-        );
+        let h = headers(&[("link", "<https://a/x?page=2>; rel=next")]);
+        assert_eq!(next_link(&h).as_deref(), Some("https://a/x?page=2"));
+        let h = headers(&[("link", "<https://a/x?page=1>; rel=\"prev\"")]);
         assert_eq!(next_link(&h), None);
+        assert_eq!(next_link(&HeaderMap::new()), None);
     }
 
     #[test]
     fn statuses_map_to_error_classes() {
-        let h = HeaderMap::new();
+        let none = HeaderMap::new();
+        let e = status_error("u", StatusCode::NOT_FOUND, &none);
+        assert_eq!(e, SourceError::NotFound("u".into()));
         assert!(matches!(
-            status_error("u", StatusCode::NOT_FOUND, &h),
-            SourceError::NotFound(_)
+            status_error("u", StatusCode::BAD_GATEWAY, &none),
+            SourceError::Transient { .. }
         ));
-        assert!(status_error("u", StatusCode::BAD_GATEWAY, &h).is_transient());
         assert!(matches!(
-            status_error("u", StatusCode::UNAUTHORIZED, &h),
+            status_error("u", StatusCode::UNAUTHORIZED, &none),
             SourceError::Unauthorized(_)
         ));
         assert!(matches!(
-            status_error("u", StatusCode::TOO_MANY_REQUESTS, &h),
-            SourceError::RateLimited(_)
-        ));
-        let mut rl = HeaderMap::new();
-        rl.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
-        assert!(matches!(
-            status_error("u", StatusCode::FORBIDDEN, &rl),
-            SourceError::RateLimited(_)
-        ));
-        assert!(matches!(
-            status_error("u", StatusCode::FORBIDDEN, &h),
+            status_error("u", StatusCode::FORBIDDEN, &none),
             SourceError::Unauthorized(_)
         ));
+        let e = status_error(
+            "u",
+            StatusCode::TOO_MANY_REQUESTS,
+            &headers(&[("retry-after", "30")]),
+        );
+        assert_eq!(e, SourceError::RateLimited("u (retry after 30 s)".into()));
+        assert!(matches!(
+            status_error(
+                "u",
+                StatusCode::FORBIDDEN,
+                &headers(&[("x-ratelimit-remaining", "0")])
+            ),
+            SourceError::RateLimited(_)
+        ));
+        assert!(matches!(
+            status_error(
+                "u",
+                StatusCode::FORBIDDEN,
+                &headers(&[("x-ratelimit-remaining", "12")])
+            ),
+            SourceError::Unauthorized(_)
+        ));
+        assert!(matches!(
+            status_error("u", StatusCode::IM_A_TEAPOT, &none),
+            SourceError::Invalid(_)
+        ));
+    }
+
+    #[test]
+    fn urls_are_redacted() {
+        assert_eq!(
+            redact_url("https://user:pa55@gitlab.example/api/v4/x?private_token=glpat-1&page=2"),
+            "https://gitlab.example/api/v4/x?private_token=REDACTED&page=2"
+        );
+        assert_eq!(
+            redact_url("https://api.github.com/repos/o/r"),
+            "https://api.github.com/repos/o/r"
+        );
+        assert_eq!(redact_url("ghp_notaurl"), "<invalid URL>");
+    }
+
+    #[test]
+    fn origins() {
+        assert!(same_origin(
+            "https://a.example/x?page=2",
+            "https://a.example/y"
+        ));
+        assert!(!same_origin("https://a.example/x", "http://a.example/x"));
+        assert!(!same_origin(
+            "https://a.example/x",
+            "https://a.example:8443/x"
+        ));
+        assert!(!same_origin("https://a.example/x", "https://b.example/x"));
+    }
+
+    #[test]
+    fn debug_hides_the_token() {
+        let h = Http::new(
+            "https://api.github.com",
+            Some("ghp_s3cret".into()),
+            HttpConfig::default(),
+        )
+        .expect("client");
+        let shown = format!("{h:?}");
+        assert!(!shown.contains("ghp_s3cret"), "{shown}");
+        assert!(shown.contains("<redacted>"));
+    }
+
+    #[test]
+    fn bad_bases_are_refused() {
+        for base in ["not a url", "ftp://example.com", "file:///tmp"] {
+            assert!(
+                matches!(
+                    Http::new(base, None, HttpConfig::default()),
+                    Err(SourceError::Invalid(_))
+                ),
+                "{base}"
+            );
+        }
     }
 }

@@ -66,6 +66,7 @@ pub mod github;
 pub mod gitlab;
 pub mod http;
 pub mod local;
+pub mod oci;
 
 /// A fetched release: its version, metadata.yaml and components text.
 #[derive(Debug, Clone, PartialEq, Eq)]

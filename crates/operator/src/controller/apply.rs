@@ -4,7 +4,7 @@
 //! and prunes what a provider no longer renders.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     hash::{DefaultHasher, Hash, Hasher},
     sync::Mutex,
     time::Duration,
@@ -102,7 +102,7 @@ pub struct Applier {
     // What the operator last applied per object: the resourceVersion the apiserver answered and
     // a hash of the applied content. An object whose live resourceVersion and desired content
     // both match needs no request at all.
-    applied: Mutex<HashMap<ObjKey, (String, u64)>>,
+    applied: Mutex<HashMap<ObjKey, Applied>>,
 }
 
 /// The key and content hash of a rendered object.
@@ -158,6 +158,70 @@ pub fn prepare(obj: &mut Value) {
     {
         o.remove("rules");
     }
+}
+
+type BoxedApply<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ApplyError>> + Send + 'a>>;
+
+/// How many objects are applied at once.
+const APPLY_CONCURRENCY: usize = 8;
+
+/// What the caches know of a live object.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    /// resourceVersion.
+    pub rv: String,
+    /// metadata.generation.
+    pub generation: Option<i64>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// What the operator last applied to an object.
+#[derive(Debug, Clone)]
+struct Applied {
+    rv: String,
+    generation: Option<i64>,
+    hash: u64,
+}
+
+// Kinds whose spec changes always move metadata.generation and whose status is written by
+// other controllers: for them a new resourceVersion with the same generation is a status write,
+// not drift, and needs no apply.
+const GENERATION_KINDS: &[&str] = &[
+    "CustomResourceDefinition",
+    "Deployment",
+    "DaemonSet",
+    "StatefulSet",
+    "Certificate",
+    "Issuer",
+];
+
+fn unchanged(desired: &Value, key: &ObjKey, live: &Live, known: &Applied, hash: u64) -> bool {
+    if known.hash != hash {
+        return false;
+    }
+    if live.rv == known.rv {
+        return true;
+    }
+    let meta_kept = |field: &str, have: &BTreeMap<String, String>| {
+        desired
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_object)
+            .is_none_or(|want| {
+                want.iter().all(|(k, v)| {
+                    v.as_str()
+                        .is_some_and(|v| have.get(k).map(String::as_str) == Some(v))
+                })
+            })
+    };
+    GENERATION_KINDS.contains(&key.kind.as_str())
+        && known.generation.is_some()
+        && live.generation == known.generation
+        && meta_kept("labels", &live.labels)
+        && meta_kept("annotations", &live.annotations)
 }
 
 /// What one apply pass did.
@@ -218,66 +282,96 @@ impl Applier {
         }
     }
 
-    /// Applies `objects` in order; CRDs are waited for until Established before anything after
-    /// them. `live_rv` gives the resourceVersion the caches hold for an object (None when the
-    /// object is absent), so unchanged objects are skipped.
+    /// Applies `objects`: namespaces and CRDs first (waiting until new CRDs are Established),
+    /// then everything else, several at a time. `live` gives what the caches know of an object
+    /// (None when absent), so unchanged objects cost no request.
     pub async fn apply_all(
         &self,
         objects: &[Value],
-        live_rv: impl Fn(&ObjKey) -> Option<String>,
+        live: impl Fn(&ObjKey) -> Option<Live>,
     ) -> Result<ApplyReport, ApplyError> {
         let mut report = ApplyReport::default();
-        let mut new_crds: Vec<String> = Vec::new();
+        let mut first = Vec::new();
+        let mut rest = Vec::new();
         for obj in objects {
             let key = key_of(obj)?;
-            let is_crd = key.kind == "CustomResourceDefinition";
-            if !is_crd && !new_crds.is_empty() {
-                for name in std::mem::take(&mut new_crds) {
-                    self.wait_established(&name).await?;
-                }
-            }
             let hash = content_hash(obj);
-            let live = live_rv(&key);
             let known = self.applied.lock().ok().and_then(|a| a.get(&key).cloned());
-            if let (Some(live), Some((rv, h))) = (&live, &known)
-                && live == rv
-                && *h == hash
+            let current = live(&key);
+            if let (Some(l), Some(k)) = (&current, &known)
+                && unchanged(obj, &key, l, k, hash)
             {
                 report.unchanged += 1;
                 continue;
             }
-            let r = self.resolve(&gvk_of(obj)).await?;
-            let api = self.api(&r, &key.namespace);
-            let params = PatchParams::apply(FIELD_MANAGER).force();
-            let result = match api.patch(&key.name, &params, &Patch::Apply(obj)).await {
-                Err(kube::Error::Api(s))
-                    if s.code == 422 && s.message.contains("field is immutable") =>
-                {
-                    // A new version changed an immutable field (e.g. a Deployment selector):
-                    // the object is replaced, which is what an upgrade needs.
-                    tracing::info!(object = %key, "immutable field changed; recreating");
-                    self.recreate(&api, &key).await?;
-                    api.patch(&key.name, &params, &Patch::Apply(obj))
-                        .await
-                        .map_err(|e| classify(&key, e))?
-                }
-                r => r.map_err(|e| classify(&key, e))?,
-            };
-            report.applied += 1;
-            tracing::debug!(object = %key, live = ?live, "applied");
-            if let Some(rv) = result.metadata.resource_version
-                && let Ok(mut a) = self.applied.lock()
-            {
-                a.insert(key.clone(), (rv, hash));
-            }
-            if is_crd {
-                new_crds.push(key.name.clone());
+            if key.kind == "CustomResourceDefinition" || key.kind == "Namespace" {
+                first.push((obj, key, hash));
+            } else {
+                rest.push((obj, key, hash));
             }
         }
+        let new_crds: Vec<String> = first
+            .iter()
+            .filter(|(_, k, _)| k.kind == "CustomResourceDefinition")
+            .map(|(_, k, _)| k.name.clone())
+            .collect();
+        report.applied += self.apply_many(first).await?;
         for name in new_crds {
             self.wait_established(&name).await?;
         }
+        report.applied += self.apply_many(rest).await?;
         Ok(report)
+    }
+
+    async fn apply_many(&self, batch: Vec<(&Value, ObjKey, u64)>) -> Result<usize, ApplyError> {
+        let n = batch.len();
+        let mut batch = batch.into_iter();
+        loop {
+            let mut group: Vec<BoxedApply<'_>> = Vec::new();
+            for (obj, key, hash) in batch.by_ref().take(APPLY_CONCURRENCY) {
+                group.push(Box::pin(self.apply_one(obj, key, hash)));
+            }
+            if group.is_empty() {
+                return Ok(n);
+            }
+            for r in futures::future::join_all(group).await {
+                r?;
+            }
+        }
+    }
+
+    async fn apply_one(&self, obj: &Value, key: ObjKey, hash: u64) -> Result<(), ApplyError> {
+        let r = self.resolve(&gvk_of(obj)).await?;
+        let api = self.api(&r, &key.namespace);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let result = match api.patch(&key.name, &params, &Patch::Apply(obj)).await {
+            Err(kube::Error::Api(s))
+                if s.code == 422 && s.message.contains("field is immutable") =>
+            {
+                // A new version changed an immutable field (e.g. a Deployment selector): the
+                // object is replaced, which is what an upgrade needs.
+                tracing::info!(object = %key, "immutable field changed; recreating");
+                self.recreate(&api, &key).await?;
+                api.patch(&key.name, &params, &Patch::Apply(obj))
+                    .await
+                    .map_err(|e| classify(&key, e))?
+            }
+            r => r.map_err(|e| classify(&key, e))?,
+        };
+        tracing::debug!(object = %key, "applied");
+        if let Some(rv) = result.metadata.resource_version
+            && let Ok(mut a) = self.applied.lock()
+        {
+            a.insert(
+                key,
+                Applied {
+                    rv,
+                    generation: result.metadata.generation,
+                    hash,
+                },
+            );
+        }
+        Ok(())
     }
 
     async fn recreate(&self, api: &Api<DynamicObject>, key: &ObjKey) -> Result<(), ApplyError> {

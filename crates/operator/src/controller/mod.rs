@@ -155,8 +155,8 @@ impl World {
             .collect()
     }
 
-    /// The resourceVersion the caches hold for an installed object.
-    pub fn live_rv(&self, key: &ObjKey) -> Option<String> {
+    /// What the caches hold for an installed object.
+    pub fn live(&self, key: &ObjKey) -> Option<apply::Live> {
         let kind = self
             .owned
             .iter()
@@ -165,7 +165,13 @@ impl World {
         if kind.namespaced {
             r = r.within(&key.namespace);
         }
-        kind.store.get(&r)?.metadata.resource_version.clone()
+        let o = kind.store.get(&r)?;
+        Some(apply::Live {
+            rv: o.metadata.resource_version.clone().unwrap_or_default(),
+            generation: o.metadata.generation,
+            labels: o.metadata.labels.clone().unwrap_or_default(),
+            annotations: o.metadata.annotations.clone().unwrap_or_default(),
+        })
     }
 
     /// The installed objects of `p` the caches hold.

@@ -119,7 +119,7 @@ pub fn check_objects(
 }
 
 /// The CoreProvider a non-core provider follows: the senior one, once it is Ready.
-pub fn ready_core<'a>(cores: &'a [AnyProvider]) -> Result<&'a AnyProvider, Failure> {
+pub fn ready_core(cores: &[AnyProvider]) -> Result<&AnyProvider, Failure> {
     let Some(core) = cores
         .iter()
         .filter(|c| c.metadata.deletion_timestamp.is_none())

@@ -14,6 +14,7 @@ use std::{
 
 use capi_components::{
     metadata::Metadata,
+    pipeline::PipelineError,
     render::{self, RenderError},
     source::{SourceError, fetch_release},
 };
@@ -71,6 +72,8 @@ pub mod reason {
     pub const MISSING_VARIABLES: &str = "MissingVariables";
     /// The release could not be rendered (YAML, patches, customization).
     pub const RENDER_FAILED: &str = "ComponentsRenderError";
+    /// spec.patches or spec.manifestPatches is malformed or does not apply.
+    pub const INVALID_PATCHES: &str = "InvalidPatches";
     /// The apiserver refused an object, or a kind the release needs is not served.
     pub const APPLY_FAILED: &str = "ApplyFailed";
     /// Applying is being retried after a temporary failure.
@@ -427,10 +430,16 @@ async fn read_additional_manifests(ctx: &Ctx, p: &AnyProvider) -> Result<Option<
 
 fn render_problem(e: RenderError) -> Step {
     let text = e.to_string();
-    let reason = if text.contains("value for variables") || text.contains("missing variable") {
-        reason::MISSING_VARIABLES
-    } else {
-        reason::RENDER_FAILED
+    let reason = match &e {
+        RenderError::Pipeline(PipelineError::Substitution(m))
+            if m.contains("value for variables") || m.contains("missing variable") =>
+        {
+            reason::MISSING_VARIABLES
+        }
+        RenderError::Metadata(_) => reason::INVALID_METADATA,
+        RenderError::Patch(_) => reason::INVALID_PATCHES,
+        RenderError::AdditionalManifests(_) => reason::ADDITIONAL_MANIFESTS,
+        _ => reason::RENDER_FAILED,
     };
     problem(PROVIDER_INSTALLED, reason, text)
 }
@@ -475,16 +484,16 @@ async fn fetch(
     chosen: &Chosen,
     version: &str,
 ) -> Result<source::Release, SourceError> {
-    if !chosen.cacheable {
+    let Some(key) = chosen.cache_key.as_deref() else {
         return fetch_release(&chosen.source, Some(version), &chosen.components_file).await;
-    }
+    };
     let cache = ReleaseCache::new(ctx.client.clone(), p.namespace());
-    if let Some(r) = cache.get(p, version).await? {
+    if let Some(r) = cache.get(p, version, key).await? {
         return Ok(r);
     }
     let release = fetch_release(&chosen.source, Some(version), &chosen.components_file).await?;
     info!(provider = %provider_key(p), version, "release fetched");
-    if let Err(e) = cache.put(p, &release).await {
+    if let Err(e) = cache.put(p, &release, key).await {
         // The cache only saves a future fetch; failing to write it is not fatal.
         warn!(provider = %provider_key(p), error = %e, "release not cached");
     }
@@ -534,9 +543,9 @@ async fn install<P: Provider>(
                 Some(v) => v,
                 None => match fetch_release(&chosen.source, None, &chosen.components_file).await {
                     Ok(r) => {
-                        if chosen.cacheable
+                        if let Some(key) = chosen.cache_key.as_deref()
                             && let Err(e) = ReleaseCache::new(ctx.client.clone(), p.namespace())
-                                .put(p, &r)
+                                .put(p, &r, key)
                                 .await
                         {
                             warn!(error = %e, "release not cached");
@@ -687,9 +696,10 @@ async fn install<P: Provider>(
         Ok(a) => a,
         Err(step) => return step,
     };
-    // TODO(render_with): pass additional manifests once the render step takes them.
-    let _ = additional;
-    let rendered = match render::render(p, &release, |k| vars.get(k).cloned()) {
+    let extras = render::RenderExtras {
+        additional_manifests: additional,
+    };
+    let rendered = match render::render_with(p, &release, |k| vars.get(k).cloned(), &extras) {
         Ok(r) => r,
         Err(e) => return render_problem(e),
     };
@@ -706,11 +716,7 @@ async fn install<P: Provider>(
         }
     }
 
-    let report = match ctx
-        .applier
-        .apply_all(&objects, |k| ctx.world.live_rv(k))
-        .await
-    {
+    let report = match ctx.applier.apply_all(&objects, |k| ctx.world.live(k)).await {
         Ok(r) => r,
         Err(e) => return apply_failed(e),
     };

@@ -9,6 +9,7 @@ use capi_components::source::{
     github::{GitHubSource, GitHubUrl},
     gitlab::{GitLabSource, GitLabUrl},
     http::HttpConfig,
+    oci::{OciConfig, OciCredentials, OciReference, OciSource},
 };
 use capi_operator_api::{
     AnyProvider, CONFIGMAP_COMPRESSED_ANNOTATION, CONFIGMAP_VERSION_LABEL, ProviderType,
@@ -23,6 +24,9 @@ use super::labels;
 
 /// Label on the ConfigMaps the operator caches fetched releases in.
 pub const RELEASE_CACHE_LABEL: &str = "management.cluster.x-k8s.io/release-cache";
+
+/// Annotation on a release cache entry naming the source it was fetched from.
+pub const RELEASE_SOURCE_ANNOTATION: &str = "management.cluster.x-k8s.io/release-source";
 
 /// Above this size (metadata + components) cached components are gzip-compressed, as in the
 /// specification's air-gapped layout.
@@ -135,11 +139,12 @@ impl ReleaseCache {
         }
     }
 
-    /// The cached release of `p` at `version`, if any.
+    /// The cached release of `p` at `version` fetched from the source `key`, if any.
     pub async fn get(
         &self,
         p: &AnyProvider,
         version: &str,
+        key: &str,
     ) -> Result<Option<Release>, SourceError> {
         let name = cache_name(p, version);
         let cm = match self.api.get_opt(&name).await {
@@ -147,6 +152,15 @@ impl ReleaseCache {
             Ok(None) => return Ok(None),
             Err(e) => return Err(kube_to_source("the release cache", e)),
         };
+        let cached_key = cm
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(RELEASE_SOURCE_ANNOTATION));
+        if cached_key.map(String::as_str) != Some(key) {
+            // fetchConfig now points elsewhere: the same version from another source may differ.
+            return Ok(None);
+        }
         let mut data = data_of(&cm);
         data.labels
             .insert(CONFIGMAP_VERSION_LABEL.into(), version.to_string());
@@ -164,20 +178,26 @@ impl ReleaseCache {
         }
     }
 
-    /// Stores `release` for `p` (owned by the provider object, so it goes with it).
-    pub async fn put(&self, p: &AnyProvider, release: &Release) -> Result<(), SourceError> {
+    /// Stores `release` of `p` fetched from the source `key` (owned by the provider object, so
+    /// it goes with it), replacing an entry from another source.
+    pub async fn put(
+        &self,
+        p: &AnyProvider,
+        release: &Release,
+        key: &str,
+    ) -> Result<(), SourceError> {
         let name = cache_name(p, &release.version);
         let mut labels = BTreeMap::new();
         labels.insert(RELEASE_CACHE_LABEL.to_string(), "true".to_string());
         labels.insert(CONFIGMAP_VERSION_LABEL.to_string(), release.version.clone());
         let mut annotations = BTreeMap::new();
+        annotations.insert(RELEASE_SOURCE_ANNOTATION.to_string(), key.to_string());
         let mut data = BTreeMap::new();
         let mut binary = BTreeMap::new();
         data.insert("metadata".to_string(), release.metadata.clone());
         if release.metadata.len() + release.components.len() > COMPRESS_ABOVE {
             let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
             gz.write_all(release.components.as_bytes())
-                .and_then(|_| Ok(()))
                 .map_err(|e| SourceError::Invalid(format!("compressing the release: {e}")))?;
             let bytes = gz
                 .finish()
@@ -201,7 +221,17 @@ impl ReleaseCache {
         };
         match self.api.create(&PostParams::default(), &cm).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            // An entry from another source (or a damaged one): replaced unconditionally.
+            Err(kube::Error::Api(s)) if s.code == 409 => self
+                .api
+                .replace(
+                    cm.metadata.name.as_deref().unwrap_or_default(),
+                    &PostParams::default(),
+                    &cm,
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| kube_to_source("the release cache", e)),
             Err(e) => Err(kube_to_source("the release cache", e)),
         }
     }
@@ -254,6 +284,146 @@ pub fn default_components_file(t: ProviderType, name: &str) -> String {
         .unwrap_or_else(|| t.components_file().to_string())
 }
 
+/// A release source of any kind.
+pub enum AnySource {
+    /// The air-gapped layout: ConfigMaps picked by fetchConfig.selector.
+    ConfigMaps(ConfigMapSource<KubeConfigMaps>),
+    /// GitHub (or GitHub Enterprise) releases.
+    GitHub(GitHubSource),
+    /// GitLab generic packages.
+    GitLab(GitLabSource),
+    /// An OCI registry (one artifact per version).
+    Oci(Box<OciSource>),
+}
+
+impl ReleaseSource for AnySource {
+    async fn list_versions(&self) -> Result<Vec<String>, SourceError> {
+        match self {
+            AnySource::ConfigMaps(s) => s.list_versions().await,
+            AnySource::GitHub(s) => s.list_versions().await,
+            AnySource::GitLab(s) => s.list_versions().await,
+            AnySource::Oci(s) => s.list_versions().await,
+        }
+    }
+
+    async fn fetch_file(&self, version: &str, file: &str) -> Result<Vec<u8>, SourceError> {
+        match self {
+            AnySource::ConfigMaps(s) => s.fetch_file(version, file).await,
+            AnySource::GitHub(s) => s.fetch_file(version, file).await,
+            AnySource::GitLab(s) => s.fetch_file(version, file).await,
+            AnySource::Oci(s) => s.fetch_file(version, file).await,
+        }
+    }
+}
+
+/// The source chosen for a provider and how to read it.
+pub struct Chosen {
+    /// The source.
+    pub source: AnySource,
+    /// The components file to fetch.
+    pub components_file: String,
+    /// The version a fetch URL names (used when spec.version is empty).
+    pub url_version: Option<String>,
+    /// Identifies the remote source (no credentials) for the release cache: a cached release
+    /// is used only while the provider still fetches from the same place. `None` for sources
+    /// in the cluster, which are not cached.
+    pub cache_key: Option<String>,
+}
+
+/// Chooses the source of `p` from its fetchConfig (or the default repository of a well-known
+/// provider). `vars` are the provider Secret's data (tokens, registry credentials).
+pub fn choose(
+    ctx: &super::Ctx,
+    p: &AnyProvider,
+    vars: &BTreeMap<String, String>,
+) -> Result<Chosen, String> {
+    let fetch = p.spec.fetch_config.as_ref();
+    if let Some(query) = selector_query(p) {
+        return Ok(Chosen {
+            source: AnySource::ConfigMaps(ConfigMapSource::new(KubeConfigMaps::new(
+                ctx.client.clone(),
+                p.namespace(),
+                query,
+            ))),
+            components_file: default_components_file(p.provider_type, p.name()),
+            url_version: None,
+            cache_key: None,
+        });
+    }
+    if let Some(oci) = fetch.and_then(|f| f.oci.as_deref()) {
+        let reference =
+            OciReference::parse(oci).map_err(|e| format!("fetchConfig.oci {oci:?}: {e}"))?;
+        let credentials = OciCredentials::from_lookup(|k| vars.get(k).cloned());
+        let source = OciSource::for_provider(
+            &reference,
+            p.provider_type,
+            p.name(),
+            credentials,
+            OciConfig::default(),
+        )
+        .map_err(|e| format!("fetchConfig.oci {oci:?}: {e}"))?;
+        return Ok(Chosen {
+            source: AnySource::Oci(Box::new(source)),
+            components_file: default_components_file(p.provider_type, p.name()),
+            // A tagged reference names the release; otherwise spec.version (or the newest tag).
+            url_version: reference.tag.clone(),
+            cache_key: Some(format!("oci {}", reference.name())),
+        });
+    }
+    let url = match fetch.and_then(|f| f.url.clone()) {
+        Some(u) => u,
+        None => {
+            let d = capi_components::defaults::default_repository(p.provider_type, p.name())
+                .ok_or_else(|| {
+                    format!(
+                        "{} {:?} has no default repository; set spec.fetchConfig",
+                        p.provider_type.kind(),
+                        p.name()
+                    )
+                })?;
+            format!(
+                "https://github.com/{}/releases/latest/{}",
+                d.repository, d.components_file
+            )
+        }
+    };
+    if GitLabUrl::looks_like(&url) {
+        let u = GitLabUrl::parse(&url).map_err(|e| e.to_string())?;
+        let token = vars.get("GITLAB_ACCESS_TOKEN").cloned();
+        return Ok(Chosen {
+            components_file: u.file.clone(),
+            url_version: Some(u.version.clone()),
+            cache_key: Some(format!(
+                "gitlab {}/{}/{}/{}",
+                u.base, u.project, u.package, u.file
+            )),
+            source: AnySource::GitLab(
+                GitLabSource::new(&u, token, HttpConfig::default()).map_err(|e| e.to_string())?,
+            ),
+        });
+    }
+    let u = GitHubUrl::parse(&url).map_err(|e| e.to_string())?;
+    let api = ctx
+        .opts
+        .github_api_url
+        .clone()
+        .unwrap_or_else(|| u.default_api());
+    // The provider Secret's token wins over the operator's own.
+    let token = vars
+        .get("GITHUB_TOKEN")
+        .cloned()
+        .filter(|t| !t.is_empty())
+        .or_else(|| ctx.opts.github_token.clone());
+    let source = GitHubSource::new(&api, &u.owner, &u.repo, token, HttpConfig::default())
+        .map_err(|e| e.to_string())?;
+    Ok(Chosen {
+        source: AnySource::GitHub(source),
+        cache_key: Some(format!("github {api} {}/{} {}", u.owner, u.repo, u.file)),
+        components_file: u.file,
+        url_version: u.version,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,120 +468,4 @@ mod tests {
         assert!(reads_configmap(&p, "capa", "extra", &BTreeMap::new()));
         assert!(!reads_configmap(&p, "capa", "nope", &BTreeMap::new()));
     }
-}
-
-/// A release source of any kind.
-pub enum AnySource {
-    /// The air-gapped layout: ConfigMaps picked by fetchConfig.selector.
-    ConfigMaps(ConfigMapSource<KubeConfigMaps>),
-    /// GitHub (or GitHub Enterprise) releases.
-    GitHub(GitHubSource),
-    /// GitLab generic packages.
-    GitLab(GitLabSource),
-}
-
-impl ReleaseSource for AnySource {
-    async fn list_versions(&self) -> Result<Vec<String>, SourceError> {
-        match self {
-            AnySource::ConfigMaps(s) => s.list_versions().await,
-            AnySource::GitHub(s) => s.list_versions().await,
-            AnySource::GitLab(s) => s.list_versions().await,
-        }
-    }
-
-    async fn fetch_file(&self, version: &str, file: &str) -> Result<Vec<u8>, SourceError> {
-        match self {
-            AnySource::ConfigMaps(s) => s.fetch_file(version, file).await,
-            AnySource::GitHub(s) => s.fetch_file(version, file).await,
-            AnySource::GitLab(s) => s.fetch_file(version, file).await,
-        }
-    }
-}
-
-/// The source chosen for a provider and how to read it.
-pub struct Chosen {
-    /// The source.
-    pub source: AnySource,
-    /// The components file to fetch.
-    pub components_file: String,
-    /// The version a fetch URL names (used when spec.version is empty).
-    pub url_version: Option<String>,
-    /// Whether fetched releases are worth caching in the cluster (remote sources).
-    pub cacheable: bool,
-}
-
-/// Chooses the source of `p` from its fetchConfig (or the default repository of a well-known
-/// provider). `vars` are the provider Secret's data (tokens, registry credentials).
-pub fn choose(
-    ctx: &super::Ctx,
-    p: &AnyProvider,
-    vars: &BTreeMap<String, String>,
-) -> Result<Chosen, String> {
-    let fetch = p.spec.fetch_config.as_ref();
-    if let Some(query) = selector_query(p) {
-        return Ok(Chosen {
-            source: AnySource::ConfigMaps(ConfigMapSource::new(KubeConfigMaps::new(
-                ctx.client.clone(),
-                p.namespace(),
-                query,
-            ))),
-            components_file: default_components_file(p.provider_type, p.name()),
-            url_version: None,
-            cacheable: false,
-        });
-    }
-    if let Some(oci) = fetch.and_then(|f| f.oci.as_deref()) {
-        return Err(format!(
-            "fetchConfig.oci ({oci}) is not supported by this version of the operator; publish the release to GitHub or GitLab, or load it into ConfigMaps (fetchConfig.selector)"
-        ));
-    }
-    let url = match fetch.and_then(|f| f.url.clone()) {
-        Some(u) => u,
-        None => {
-            let d = capi_components::defaults::default_repository(p.provider_type, p.name())
-                .ok_or_else(|| {
-                    format!(
-                        "{} {:?} has no default repository; set spec.fetchConfig",
-                        p.provider_type.kind(),
-                        p.name()
-                    )
-                })?;
-            format!(
-                "https://github.com/{}/releases/latest/{}",
-                d.repository, d.components_file
-            )
-        }
-    };
-    if GitLabUrl::looks_like(&url) {
-        let u = GitLabUrl::parse(&url).map_err(|e| e.to_string())?;
-        let token = vars.get("GITLAB_ACCESS_TOKEN").cloned();
-        return Ok(Chosen {
-            components_file: u.file.clone(),
-            url_version: Some(u.version.clone()),
-            source: AnySource::GitLab(
-                GitLabSource::new(&u, token, HttpConfig::default()).map_err(|e| e.to_string())?,
-            ),
-            cacheable: true,
-        });
-    }
-    let u = GitHubUrl::parse(&url).map_err(|e| e.to_string())?;
-    let api = ctx
-        .opts
-        .github_api_url
-        .clone()
-        .unwrap_or_else(|| u.default_api());
-    // The provider Secret's token wins over the operator's own.
-    let token = vars
-        .get("GITHUB_TOKEN")
-        .cloned()
-        .filter(|t| !t.is_empty())
-        .or_else(|| ctx.opts.github_token.clone());
-    let source = GitHubSource::new(&api, &u.owner, &u.repo, token, HttpConfig::default())
-        .map_err(|e| e.to_string())?;
-    Ok(Chosen {
-        source: AnySource::GitHub(source),
-        components_file: u.file,
-        url_version: u.version,
-        cacheable: true,
-    })
 }

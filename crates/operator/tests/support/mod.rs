@@ -148,9 +148,7 @@ pub fn condition<'a>(p: &'a Value, type_: &str) -> Option<&'a Value> {
 /// Waits until the provider's condition `type_` has `status` and (if given) `reason`.
 pub async fn wait_condition(
     client: &Client,
-    kind: &str,
-    namespace: &str,
-    name: &str,
+    (kind, namespace, name): (&str, &str, &str),
     type_: &str,
     status: &str,
     reason: Option<&str>,

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Install benchmark of the operator on the bundled local control plane.
+
+Measures, with the real Cluster API v1.12.0 core, kubeadm bootstrap and kubeadm control-plane
+releases (../shared/testdata, or $CAPI_SHARED_DIR):
+
+1. time from creating the three provider objects to all Ready (releases pre-loaded in
+   ConfigMaps), as a ratio to applying the same rendered objects with
+   `kubectl apply --server-side` and waiting for the Deployments to be Available;
+2. write requests the operator sends to the apiserver while everything is installed and
+   nothing changes (counted from the operator's own HTTP client trace), over IDLE seconds;
+3. the operator's resident memory (VmRSS) at the end.
+
+Each side runs on its own fresh cluster. Usage: install.py [--runs N] [--idle SECONDS]
+"""
+
+import argparse
+import base64
+import gzip
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPTS = os.path.join(ROOT, "e2e", "scripts")
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/capi-provider-operator/target"))
+BIN = os.path.join(TARGET, "release", "capi-provider-operator")
+SHARED = os.environ.get("CAPI_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
+
+PROVIDERS = [
+    ("CoreProvider", "capi-system", "cluster-api", "cluster-api", "core-components.yaml"),
+    ("BootstrapProvider", "capi-kubeadm-bootstrap-system", "kubeadm", "bootstrap-kubeadm", "bootstrap-components.yaml"),
+    ("ControlPlaneProvider", "capi-kubeadm-control-plane-system", "kubeadm", "control-plane-kubeadm", "control-plane-components.yaml"),
+]
+VERSION = "v1.12.0"
+
+
+def run(*args, **kw):
+    return subprocess.run(args, check=True, capture_output=True, text=True, **kw).stdout
+
+
+class Cluster:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="capi-bench-")
+        os.rmdir(self.dir)
+        self.kubeconfig = run(os.path.join(SCRIPTS, "cluster-up.sh"), "--dir", self.dir).strip()
+        self.kubectl = os.path.join(run(os.path.join(SCRIPTS, "build.sh")).strip(), "kubectl")
+
+    def k(self, *args, stdin=None):
+        return subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, *args], check=True,
+                              capture_output=True, text=True, input=stdin).stdout
+
+    def down(self):
+        subprocess.run([os.path.join(SCRIPTS, "cluster-down.sh"), "--dir", self.dir], capture_output=True)
+
+
+def provider_yaml(kind, ns, name, selector=True):
+    spec = f"  version: {VERSION}\n"
+    if selector:
+        spec += f"  fetchConfig:\n    selector:\n      matchLabels:\n        bench: {name}-{kind.lower()}\n"
+    return (f"apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: {kind}\nmetadata:\n"
+            f"  name: {name}\n  namespace: {ns}\nspec:\n{spec}")
+
+
+def base(c):
+    c.k("apply", "--server-side", "-f", os.path.join(SHARED, "testdata/cert-manager/crds.yaml"))
+    for _, ns, *_ in PROVIDERS:
+        c.k("create", "namespace", ns)
+
+
+def baseline(repo):
+    c = Cluster()
+    try:
+        base(c)
+        rendered = []
+        for kind, ns, name, label, _ in PROVIDERS:
+            with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+                f.write(provider_yaml(kind, ns, name, selector=False))
+            rendered.append(run(BIN, "render", "-f", f.name, "--repository", repo))
+        t0 = time.monotonic()
+        c.k("apply", "--server-side", "-f", "-", stdin="\n---\n".join(rendered))
+        for _, ns, *_ in PROVIDERS:
+            c.k("wait", "--for=condition=Available", "--timeout=300s", "-n", ns, "deployment", "--all")
+        return time.monotonic() - t0
+    finally:
+        c.down()
+
+
+def configmap(ns, kind, name, label, file, repo):
+    meta = open(os.path.join(repo, label, VERSION, "metadata.yaml")).read()
+    comp = open(os.path.join(repo, label, VERSION, file)).read()
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": f"{label}-{VERSION}", "namespace": ns,
+                       "labels": {"bench": f"{name}-{kind.lower()}", "provider.cluster.x-k8s.io/version": VERSION},
+                       "annotations": {}},
+          "data": {"metadata": meta}}
+    if len(meta) + len(comp) > 1024 * 1024:
+        cm["binaryData"] = {"components": base64.b64encode(gzip.compress(comp.encode())).decode()}
+        cm["metadata"]["annotations"]["provider.cluster.x-k8s.io/compressed"] = "true"
+    else:
+        cm["data"]["components"] = comp
+    return json.dumps(cm)
+
+
+def operator_run(repo, idle):
+    c = Cluster()
+    op = None
+    try:
+        base(c)
+        c.k("apply", "--server-side", "-f", os.path.join(ROOT, "manifests/crds"))
+        c.k("wait", "--for", "condition=Established", "--timeout", "60s", "-f", os.path.join(ROOT, "manifests/crds"))
+        for kind, ns, name, label, file in PROVIDERS:
+            c.k("apply", "--server-side", "-f", "-", stdin=configmap(ns, kind, name, label, file, repo))
+        log = open(os.path.join(c.dir, "operator.log"), "w")
+        env = dict(os.environ, KUBECONFIG=c.kubeconfig, RUST_LOG="info,kube_client=debug")
+        op = subprocess.Popen([BIN, "run"], stdout=log, stderr=log, env=env)
+        time.sleep(3)
+        t0 = time.monotonic()
+        c.k("apply", "--server-side", "-f", "-", stdin="\n---\n".join(provider_yaml(*p[:3]) for p in PROVIDERS))
+        for kind, ns, name, *_ in PROVIDERS:
+            c.k("wait", "--for=condition=Ready", "--timeout=300s", "-n", ns, f"{kind.lower()}/{name}")
+        elapsed = time.monotonic() - t0
+        writes = None
+        if idle > 0:
+            time.sleep(5)  # let the last status write land before counting
+            before = os.path.getsize(log.name)
+            time.sleep(idle)
+            with open(log.name) as f:
+                f.seek(before)
+                tail = f.read()
+            writes = len(re.findall(r"http\.method=(?:PATCH|POST|PUT|DELETE)[^\n]*requesting", tail))
+        rss = None
+        with open(f"/proc/{op.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) / 1024
+        return elapsed, writes, rss
+    finally:
+        if op:
+            op.kill()
+        c.down()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--idle", type=int, default=300)
+    a = ap.parse_args()
+    repo = os.path.join(SHARED, "testdata/providers")
+    if not os.path.isdir(repo):
+        print(f"SKIPPED: {repo} not found (set CAPI_SHARED_DIR); install benchmark not run", file=sys.stderr)
+        return
+    base_times, op_times = [], []
+    writes = rss = None
+    for i in range(a.runs):
+        base_times.append(baseline(repo))
+        last = i == a.runs - 1
+        t, w, r = operator_run(repo, a.idle if last else 0)
+        op_times.append(t)
+        if last:
+            writes, rss = w, r
+        print(f"run {i + 1}: kubectl apply + wait {base_times[-1]:.2f}s, operator {t:.2f}s", file=sys.stderr)
+    b, o = statistics.median(base_times), statistics.median(op_times)
+    print(f"install (3 real v1.12.0 providers): operator {o:.2f}s, kubectl apply --server-side {b:.2f}s, "
+          f"ratio {o / b:.2f} (goal <= 1.3; median of {a.runs})")
+    print(f"idle writes by the operator over {a.idle}s: {writes} (goal 0)")
+    print(f"operator RSS: {rss:.1f} MiB (goal <= 40)")
+
+
+if __name__ == "__main__":
+    main()
