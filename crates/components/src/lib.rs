@@ -4,6 +4,8 @@
 //! `ProviderSpec`. It has no Kubernetes client: reading ConfigMaps goes through a trait the
 //! controller implements.
 
+pub mod airgap;
+pub mod contract;
 pub mod customize;
 pub mod defaults;
 pub mod metadata;
@@ -11,4 +13,6 @@ pub mod patch;
 pub mod pipeline;
 pub mod render;
 pub mod source;
+pub mod upgrade;
+pub mod variables;
 pub mod version;

@@ -6,7 +6,10 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 mod controller;
+mod leader;
+mod metrics;
 mod render;
+mod server;
 
 /// Declarative lifecycle operator for Cluster API providers.
 #[derive(Parser, Debug)]
@@ -71,8 +74,37 @@ struct RunArgs {
     #[arg(long, default_value_t = 4)]
     concurrency: u16,
     /// Log format: text or json.
-    #[arg(long, default_value = "text")]
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
+    /// Watch provider objects in this namespace only (default: every namespace). The core
+    /// provider must then live in it too.
+    #[arg(long, env = "CAPI_OPERATOR_NAMESPACE")]
+    watch_namespace: Option<String>,
+    /// Address of /metrics, e.g. ":8080" (default "0": off).
+    #[arg(long, default_value = "0")]
+    metrics_bind_address: String,
+    /// Address of /livez and /readyz, e.g. ":8081" (default "0": off). The same address as
+    /// the metrics one serves everything on one port.
+    #[arg(long, default_value = "0")]
+    health_probe_bind_address: String,
+    /// Elect a leader among replicas on a coordination.k8s.io Lease; only the leader reconciles.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Namespace of the leader election Lease (default: the Pod's namespace, else "default").
+    #[arg(long, env = "POD_NAMESPACE")]
+    leader_election_namespace: Option<String>,
+    /// Name of the leader election Lease.
+    #[arg(long, default_value = "capi-provider-operator")]
+    leader_election_id: String,
+    /// Seconds a lease not renewed stays valid.
+    #[arg(long, default_value_t = 15)]
+    leader_election_lease_seconds: u64,
+    /// Seconds the leader keeps trying to renew before it stops leading.
+    #[arg(long, default_value_t = 10)]
+    leader_election_renew_deadline_seconds: u64,
+    /// Seconds between leader election attempts.
+    #[arg(long, default_value_t = 2)]
+    leader_election_retry_seconds: u64,
 }
 
 fn main() -> ExitCode {
@@ -122,13 +154,31 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
     } else {
         builder.init();
     }
+    let secs = std::time::Duration::from_secs;
+    let leader_election = args.leader_elect.then(|| leader::LeaseConfig {
+        namespace: args
+            .leader_election_namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        name: args.leader_election_id.clone(),
+        identity: identity(),
+        lease_duration: secs(args.leader_election_lease_seconds),
+        renew_deadline: secs(args.leader_election_renew_deadline_seconds),
+        retry_period: secs(args.leader_election_retry_seconds),
+    });
     let opts = controller::Options {
         github_api_url: args.github_api_url,
         github_token: std::env::var("GITHUB_TOKEN").ok().filter(|t| !t.is_empty()),
-        config_retry: std::time::Duration::from_secs(args.config_retry_seconds),
-        resync: std::time::Duration::from_secs(args.sync_period_seconds),
+        config_retry: secs(args.config_retry_seconds),
+        resync: secs(args.sync_period_seconds),
         concurrency: args.concurrency,
+        namespace: args.watch_namespace,
+        leader_election,
+        metrics: std::sync::Arc::default(),
+        health: std::sync::Arc::default(),
     };
+    let metrics_addr = bind_address(&args.metrics_bind_address)?;
+    let health_addr = bind_address(&args.health_probe_bind_address)?;
     // One thread: the work is waiting on the apiserver and release sources; a single thread
     // keeps one malloc arena, so memory freed after rendering a large release is reused rather
     // than held per worker.
@@ -137,11 +187,52 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
+        for (addr, what) in [(metrics_addr, "metrics"), (health_addr, "health probes")] {
+            let Some(addr) = addr else { continue };
+            if Some(addr) == metrics_addr && what == "health probes" {
+                // One listener serves every endpoint when both flags name the same address.
+                continue;
+            }
+            let server = server::serve(addr, opts.health.clone(), opts.metrics.clone())
+                .await
+                .with_context(|| format!("listening for {what} on {addr}"))?;
+            tracing::info!(%addr, "serving {what}");
+            tokio::spawn(server);
+        }
         let client = kube::Client::try_default()
             .await
             .context("connecting to the cluster (kubeconfig or in-cluster config)")?;
         controller::run(client, opts).await
     })
+}
+
+/// Parses a bind address; "0" (or empty) turns the endpoint off.
+fn bind_address(s: &str) -> anyhow::Result<Option<std::net::SocketAddr>> {
+    if s.is_empty() || s == "0" {
+        return Ok(None);
+    }
+    let s = s
+        .strip_prefix(':')
+        .map(|p| format!("0.0.0.0:{p}"))
+        .unwrap_or_else(|| s.to_string());
+    s.parse()
+        .map(Some)
+        .with_context(|| format!("invalid bind address {s:?}"))
+}
+
+/// This replica's identity in leader election: the Pod name, else host name and process id.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "capi-provider-operator".into());
+    format!("{host}_{}", std::process::id())
 }
 
 fn crds(output_dir: Option<PathBuf>) -> anyhow::Result<()> {

@@ -339,6 +339,22 @@ impl OperatorProcess {
         }
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(std::process::Child::id)
+    }
+
+    /// Asks the process to stop (SIGTERM), as a Pod deletion would, and waits for it to exit.
+    pub fn terminate(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        let Some(mut c) = self.child.take() else {
+            return Ok(None);
+        };
+        Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status()?;
+        c.wait().map(Some)
+    }
+
     /// Whether the process still runs.
     pub fn running(&mut self) -> bool {
         self.child

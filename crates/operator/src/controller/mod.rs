@@ -91,6 +91,14 @@ pub struct Options {
     pub resync: Duration,
     /// Concurrent reconciles per kind.
     pub concurrency: u16,
+    /// Watch provider objects of this namespace only (all namespaces when `None`).
+    pub namespace: Option<String>,
+    /// Leader election; every replica reconciles when `None`.
+    pub leader_election: Option<crate::leader::LeaseConfig>,
+    /// Metrics registry served on `/metrics`.
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Readiness served on `/readyz`.
+    pub health: Arc<crate::server::Health>,
 }
 
 impl Default for Options {
@@ -101,6 +109,10 @@ impl Default for Options {
             config_retry: Duration::from_secs(300),
             resync: Duration::from_secs(1800),
             concurrency: 4,
+            namespace: None,
+            leader_election: None,
+            metrics: Arc::default(),
+            health: Arc::default(),
         }
     }
 }
@@ -290,7 +302,43 @@ fn selector() -> watcher::Config {
         .any_semantic()
 }
 
-/// Runs the seven controllers until a termination signal.
+fn providers_api<P: Provider>(client: &Client, namespace: Option<&str>) -> Api<P> {
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Resolves once SIGTERM or SIGINT arrives.
+async fn termination() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
+    // An error means the sender is gone, which only happens at exit: stop too.
+    let _ = rx.wait_for(|stop| *stop).await;
+}
+
+/// Runs the seven controllers until a termination signal (or, with leader election, until the
+/// lease is lost, which is an error: the process exits and a fresh start campaigns again).
 pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
     let mut senders = BTreeMap::new();
     let mut receivers = BTreeMap::new();
@@ -302,20 +350,23 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
     let triggers = Triggers { senders };
 
     let wc = watcher::Config::default().any_semantic();
-    let core = Controller::new(Api::<CoreProvider>::all(client.clone()), wc.clone());
-    let bootstrap = Controller::new(Api::<BootstrapProvider>::all(client.clone()), wc.clone());
-    let control_plane =
-        Controller::new(Api::<ControlPlaneProvider>::all(client.clone()), wc.clone());
+    let ns = opts.namespace.as_deref();
+    let core = Controller::new(providers_api::<CoreProvider>(&client, ns), wc.clone());
+    let bootstrap = Controller::new(providers_api::<BootstrapProvider>(&client, ns), wc.clone());
+    let control_plane = Controller::new(
+        providers_api::<ControlPlaneProvider>(&client, ns),
+        wc.clone(),
+    );
     let infra = Controller::new(
-        Api::<InfrastructureProvider>::all(client.clone()),
+        providers_api::<InfrastructureProvider>(&client, ns),
         wc.clone(),
     );
-    let ipam = Controller::new(Api::<IPAMProvider>::all(client.clone()), wc.clone());
+    let ipam = Controller::new(providers_api::<IPAMProvider>(&client, ns), wc.clone());
     let runtime_ext = Controller::new(
-        Api::<RuntimeExtensionProvider>::all(client.clone()),
+        providers_api::<RuntimeExtensionProvider>(&client, ns),
         wc.clone(),
     );
-    let addon = Controller::new(Api::<AddonProvider>::all(client.clone()), wc.clone());
+    let addon = Controller::new(providers_api::<AddonProvider>(&client, ns), wc.clone());
 
     let mut providers: BTreeMap<ProviderType, Lister> = BTreeMap::new();
     providers.insert(ProviderType::Core, lister(core.store()));
@@ -387,7 +438,12 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
     };
     let reporter = Reporter {
         controller: FIELD_MANAGER.into(),
-        instance: std::env::var("POD_NAME").ok(),
+        // The replica's identity, so events tell which replica acted.
+        instance: opts
+            .leader_election
+            .as_ref()
+            .map(|l| l.identity.clone())
+            .or_else(|| std::env::var("POD_NAME").ok()),
     };
     let ctx = Arc::new(Ctx {
         recorder: Recorder::new(client.clone(), reporter),
@@ -454,7 +510,7 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
     {
         let ctx2 = ctx.clone();
         let tr = triggers.clone();
-        let stream = watcher(Api::<CoreProvider>::all(client.clone()), wc.clone())
+        let stream = watcher(providers_api::<CoreProvider>(&client, ns), wc.clone())
             .default_backoff()
             .touched_objects();
         tasks.push(Box::pin(async move {
@@ -479,6 +535,53 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
     for k in &ctx.world.owned {
         let _ = k.store.wait_until_ready().await;
     }
+    opts.health
+        .caches_synced
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    info!("caches synced");
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut elector = opts
+        .leader_election
+        .clone()
+        .map(|cfg| crate::leader::Elector::new(client.clone(), cfg));
+    if let Some(e) = elector.as_mut() {
+        opts.health
+            .election_running
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        tokio::select! {
+            _ = e.acquire() => {}
+            _ = termination() => {
+                info!("terminated while waiting to lead");
+                watchers.abort();
+                return Ok(());
+            }
+        }
+    } else {
+        opts.health
+            .election_running
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let supervisor = {
+        let lost = lost.clone();
+        let mut elector = elector.take();
+        tokio::spawn(async move {
+            match elector.as_mut() {
+                Some(e) => {
+                    let held = e.hold(termination()).await;
+                    if held == crate::leader::Held::Lost {
+                        warn!("leadership lost; stopping the controllers");
+                        lost.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+                None => termination().await,
+            }
+            let _ = stop_tx.send(true);
+            elector
+        })
+    };
+
     let cfg = ControllerConfig::default().concurrency(opts.concurrency);
     let mut rx = receivers;
     macro_rules! drive {
@@ -486,10 +589,11 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
             let rx = rx.remove(&$t).ok_or_else(|| anyhow::anyhow!("no trigger channel"))?;
             let ctx = ctx.clone();
             let cfg = cfg.clone();
+            let stop = stopped(stop_rx.clone());
             Box::pin(async move {
                 $c.with_config(cfg)
                     .reconcile_on(trigger_stream::<$ty>(rx))
-                    .shutdown_on_signal()
+                    .graceful_shutdown_on(stop)
                     .run(reconcile::reconcile::<$ty>, reconcile::error_policy::<$ty>, ctx)
                     .for_each(|r| async move {
                         if let Err(e) = r {
@@ -521,6 +625,13 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
     join_all(controllers).await;
     watchers.abort();
     info!("controllers stopped");
+    let elector = supervisor.await.ok().flatten();
+    if lost.load(std::sync::atomic::Ordering::SeqCst) {
+        anyhow::bail!("leadership lost");
+    }
+    if let Some(mut e) = elector {
+        e.release().await;
+    }
     Ok(())
 }
 

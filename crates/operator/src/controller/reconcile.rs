@@ -163,8 +163,18 @@ fn source_failed(condition: &'static str, e: SourceError) -> Step {
     }
 }
 
-/// Reconciles one provider object.
+/// Reconciles one provider object, recording the reconcile in the metrics.
 pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
+    let kind = AnyProvider::from(obj.as_ref()).provider_type.kind();
+    let result = reconcile_once(obj, ctx.clone()).await;
+    ctx.opts
+        .metrics
+        .reconciled(kind, result.is_ok(), started.elapsed());
+    result
+}
+
+async fn reconcile_once<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let p = AnyProvider::from(obj.as_ref());
     if p.metadata
         .annotations
@@ -221,6 +231,7 @@ pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action
         Step::VersionWritten => return Ok(Action::await_change()),
         Step::Problem(pb) => {
             warn!(provider = %provider_key(&p), reason = pb.reason, message = %pb.message, "configuration problem");
+            ctx.opts.metrics.failed(p.provider_type.kind(), pb.reason);
             conditions::set(
                 &mut status.conditions,
                 &Desired::failed(pb.condition, pb.reason, pb.message),
@@ -233,6 +244,7 @@ pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action
         }
         Step::Transient(e, pb) => {
             warn!(provider = %provider_key(&p), error = %e, "temporary failure; retrying with backoff");
+            ctx.opts.metrics.failed(p.provider_type.kind(), pb.reason);
             conditions::set(
                 &mut status.conditions,
                 &Desired::failed(pb.condition, pb.reason, pb.message),
@@ -242,6 +254,16 @@ pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action
         }
     };
     status.observed_generation = generation;
+    ctx.opts.metrics.provider(
+        p.provider_type.kind(),
+        p.namespace(),
+        p.name(),
+        crate::metrics::ProviderState {
+            version: status.installed_version.clone().unwrap_or_default(),
+            ready: status.condition(READY).is_some_and(|c| c.status == "True"),
+            paused: p.spec.paused,
+        },
+    );
     publish_transitions(obj.as_ref(), &ctx, &old, &status).await;
     if status != old {
         write_status(&api, &p, &status).await?;
@@ -484,14 +506,22 @@ async fn fetch(
     chosen: &Chosen,
     version: &str,
 ) -> Result<source::Release, SourceError> {
+    let timed = || async {
+        let started = std::time::Instant::now();
+        let r = fetch_release(&chosen.source, Some(version), &chosen.components_file).await;
+        ctx.opts
+            .metrics
+            .fetched(chosen.source.kind(), r.is_ok(), started.elapsed());
+        r
+    };
     let Some(key) = chosen.cache_key.as_deref() else {
-        return fetch_release(&chosen.source, Some(version), &chosen.components_file).await;
+        return timed().await;
     };
     let cache = ReleaseCache::new(ctx.client.clone(), p.namespace());
     if let Some(r) = cache.get(p, version, key).await? {
         return Ok(r);
     }
-    let release = fetch_release(&chosen.source, Some(version), &chosen.components_file).await?;
+    let release = timed().await?;
     info!(provider = %provider_key(p), version, "release fetched");
     if let Err(e) = cache.put(p, &release, key).await {
         // The cache only saves a future fetch; failing to write it is not fatal.
@@ -1017,5 +1047,8 @@ async fn delete<P: Provider>(
     api.patch(p.name(), &merge_params(), &Patch::Merge(&patch))
         .await?;
     info!(provider = %provider_key(p), "components removed; finalizer released");
+    ctx.opts
+        .metrics
+        .forget(p.provider_type.kind(), p.namespace(), p.name());
     Ok(Action::await_change())
 }

@@ -296,6 +296,18 @@ pub enum AnySource {
     Oci(Box<OciSource>),
 }
 
+impl AnySource {
+    /// The kind of source, for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AnySource::ConfigMaps(_) => "configmap",
+            AnySource::GitHub(_) => "github",
+            AnySource::GitLab(_) => "gitlab",
+            AnySource::Oci(_) => "oci",
+        }
+    }
+}
+
 impl ReleaseSource for AnySource {
     async fn list_versions(&self) -> Result<Vec<String>, SourceError> {
         match self {

@@ -1,0 +1,410 @@
+//! Running in production: leader election between two replicas (a killed leader is replaced
+//! within the lease duration, a terminated one hands over at once, and only the leader ever
+//! acts), `/livez`, `/readyz` and `/metrics`, and the shipped manifests and examples applying
+//! to the local control plane.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use capi_test_support::{TestCluster, private_cluster, serial, wait_for, workspace_root};
+use k8s_openapi::api::{coordination::v1::Lease, events::v1::Event};
+use kube::{Api, Client, api::ListParams};
+use serde_json::Value;
+use support::*;
+
+const T: Duration = Duration::from_secs(90);
+const LEASE: &str = "capi-provider-operator-test";
+const LEASE_SECONDS: u64 = 4;
+/// Namespace of the leader election test's provider (its events must come from leaders only).
+const LNS: &str = "prod-leader";
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// A GET on 127.0.0.1:`port` with a bare HTTP/1.0 request: (status, body).
+fn get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+fn core_provider(ns: &str, version: &str, verbosity: u32) -> String {
+    format!(
+        "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: CoreProvider\nmetadata:\n  name: cluster-api\n  namespace: {ns}\nspec:\n  version: {version}\n  manager:\n    verbosity: {verbosity}\n  fetchConfig:\n    selector:\n      matchLabels:\n        provider.cluster.x-k8s.io/name: sample-core\n"
+    )
+}
+
+async fn load_core(cluster: &TestCluster, client: &Client, ns: &str) -> TestResult {
+    cluster.ensure_namespace(ns)?;
+    let have = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), ns)
+        .get_opt("sample-core-v0.2.0")
+        .await?;
+    if have.is_none() {
+        release_configmap_from_dir(
+            client,
+            ns,
+            &samples(),
+            "sample-core",
+            "v0.2.0",
+            "core-components.yaml",
+            &[("provider.cluster.x-k8s.io/name", "sample-core")],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn holder(client: &Client) -> Option<String> {
+    Api::<Lease>::namespaced(client.clone(), "default")
+        .get_opt(LEASE)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+/// The replica identities (reportingInstance) of the events published on provider objects.
+async fn reporters(client: &Client, ns: &str) -> Vec<(String, String)> {
+    let Ok(list) = Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+    else {
+        return Vec::new();
+    };
+    list.into_iter()
+        .filter(|e| e.reporting_controller.as_deref() == Some("capi-provider-operator"))
+        .map(|e| {
+            (
+                e.reporting_instance.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn elect_args() -> Vec<String> {
+    let s = LEASE_SECONDS.to_string();
+    [
+        "--watch-namespace",
+        LNS,
+        "--leader-elect",
+        "--leader-election-namespace",
+        "default",
+        "--leader-election-id",
+        LEASE,
+        "--leader-election-lease-seconds",
+        &s,
+        "--leader-election-renew-deadline-seconds",
+        "3",
+        "--leader-election-retry-seconds",
+        "1",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect()
+}
+
+#[tokio::test]
+async fn leader_election_hands_over_and_only_the_leader_acts() -> TestResult {
+    let _serial = serial().lock().await;
+    let cluster = private_cluster()?;
+    cluster.install_crds()?;
+    let client = cluster.client().await?;
+    load_core(cluster, &client, LNS).await?;
+
+    let args = elect_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut a = start_operator(cluster, &args)?;
+    let first = wait_for(T, || async { holder(&client).await })
+        .await
+        .ok_or_else(|| format!("no leader\n{}", a.logs()))?;
+    let mut b = start_operator(cluster, &args)?;
+    let (a_id, b_id) = (
+        format!("_{}", a.pid().unwrap_or(0)),
+        format!("_{}", b.pid().unwrap_or(0)),
+    );
+    assert!(first.ends_with(&a_id), "the first replica leads: {first}");
+
+    apply(cluster, &core_provider(LNS, "v0.2.0", 1))?;
+    wait_condition(
+        &client,
+        ("CoreProvider", LNS, "cluster-api"),
+        "Ready",
+        "True",
+        None,
+        T,
+    )
+    .await
+    .map_err(|e| format!("{e}\n--- a ---\n{}\n--- b ---\n{}", a.logs(), b.logs()))?;
+    // Only the leader acted: every event comes from it.
+    let seen = reporters(&client, LNS).await;
+    assert!(!seen.is_empty(), "the leader published events");
+    assert!(
+        seen.iter().all(|(who, _)| who.ends_with(&a_id)),
+        "events from a replica that does not lead: {seen:?}"
+    );
+
+    // Kill the leader: the standby takes over within the lease duration (plus a retry period
+    // for it to notice) and reconciles the next change.
+    a.kill();
+    let killed = Instant::now();
+    let new = wait_for(Duration::from_secs(LEASE_SECONDS * 4), || async {
+        holder(&client).await.filter(|h| h.ends_with(&b_id))
+    })
+    .await
+    .ok_or_else(|| format!("the standby did not take over\n{}", b.logs()))?;
+    let took = killed.elapsed();
+    eprintln!(
+        "takeover after the leader was killed: {took:?} (lease {LEASE_SECONDS} s), new leader {new}"
+    );
+    assert!(
+        took <= Duration::from_secs(LEASE_SECONDS + 2),
+        "takeover took {took:?}, more than the lease duration plus a retry"
+    );
+    apply(cluster, &core_provider(LNS, "v0.2.0", 3))?;
+    let deployments =
+        Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), LNS);
+    wait_for(T, || async {
+        let d = deployments
+            .get_opt("sample-core-controller-manager")
+            .await
+            .ok()??;
+        let args = d.spec?.template.spec?.containers.first()?.args.clone()?;
+        args.iter().any(|a| a == "--v=3").then_some(())
+    })
+    .await
+    .ok_or_else(|| format!("the new leader did not reconcile\n{}", b.logs()))?;
+
+    // A clean shutdown releases the lease: a fresh replica leads at once.
+    let status = b.terminate()?;
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "SIGTERM ends the leader cleanly: {status:?}"
+    );
+    assert_eq!(holder(&client).await, None, "the lease was released");
+    let mut c = start_operator(cluster, &args)?;
+    let c_id = format!("_{}", c.pid().unwrap_or(0));
+    let started = Instant::now();
+    wait_for(Duration::from_secs(LEASE_SECONDS), || async {
+        holder(&client).await.filter(|h| h.ends_with(&c_id))
+    })
+    .await
+    .ok_or_else(|| format!("no new leader after a released lease\n{}", c.logs()))?;
+    eprintln!("new leader after a clean handover: {:?}", started.elapsed());
+    c.kill();
+    Ok(())
+}
+
+fn parse_metrics(text: &str) -> Result<Vec<(String, f64)>, String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (series, value) = line
+            .rsplit_once(' ')
+            .ok_or_else(|| format!("no value: {line:?}"))?;
+        let v: f64 = value
+            .parse()
+            .map_err(|e| format!("bad value in {line:?}: {e}"))?;
+        let name_ok = series.split('{').next().is_some_and(|n| {
+            !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+        if !name_ok || (series.contains('{') && !series.ends_with('}')) {
+            return Err(format!("bad series: {line:?}"));
+        }
+        out.push((series.to_string(), v));
+    }
+    Ok(out)
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics() -> TestResult {
+    let _serial = serial().lock().await;
+    let cluster = private_cluster()?;
+    cluster.install_crds()?;
+    let client = cluster.client().await?;
+    load_core(cluster, &client, "prod-core").await?;
+
+    // An apiserver that cannot be reached: alive, never ready.
+    let port = free_port()?;
+    let dead = std::env::temp_dir().join(format!("capi-dead-kubeconfig-{}", std::process::id()));
+    std::fs::write(
+        &dead,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: x\n  cluster:\n    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\ncontexts:\n- name: x\n  context: {cluster: x, user: x}\ncurrent-context: x\nusers:\n- name: x\n  user: {token: t}\n",
+    )?;
+    let mut unready = std::process::Command::new(operator_bin())
+        .args([
+            "run",
+            "--health-probe-bind-address",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .env("KUBECONFIG", &dead)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let live = wait_for(Duration::from_secs(10), || async {
+        get(port, "/livez").ok()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ready = get(port, "/readyz");
+    let _ = unready.kill();
+    let _ = unready.wait();
+    assert_eq!(live.map(|l| l.0), Some(200), "/livez answers");
+    let ready = ready?;
+    assert_eq!(ready.0, 503, "/readyz is false before the caches sync");
+    assert!(ready.1.contains("caches not synced"), "{}", ready.1);
+
+    // The real cluster: ready once synced; metrics after a reconcile.
+    let port = free_port()?;
+    let addr = format!("127.0.0.1:{port}");
+    let operator = start_operator(
+        cluster,
+        &[
+            "--metrics-bind-address",
+            &addr,
+            "--health-probe-bind-address",
+            &addr,
+        ],
+    )?;
+    wait_for(T, || async {
+        (get(port, "/readyz").ok()?.0 == 200).then_some(())
+    })
+    .await
+    .ok_or_else(|| format!("/readyz never true\n{}", operator.logs()))?;
+    apply(cluster, &core_provider("prod-core", "v0.2.0", 2))?;
+    wait_condition(
+        &client,
+        ("CoreProvider", "prod-core", "cluster-api"),
+        "Ready",
+        "True",
+        None,
+        T,
+    )
+    .await
+    .map_err(|e| format!("{e}\n{}", operator.logs()))?;
+    let metrics = wait_for(T, || async {
+        let (status, body) = get(port, "/metrics").ok()?;
+        let parsed = parse_metrics(&body).ok()?;
+        let ready = parsed.iter().any(|(s, v)| {
+            s.starts_with("capi_operator_provider_ready{")
+                && s.contains("name=\"cluster-api\"")
+                && s.contains("version=\"v0.2.0\"")
+                && *v == 1.0
+        });
+        (status == 200 && ready).then_some(parsed)
+    })
+    .await
+    .ok_or_else(|| {
+        format!(
+            "/metrics never showed the provider Ready\n{}",
+            operator.logs()
+        )
+    })?;
+    let count = |prefix: &str| -> f64 {
+        metrics
+            .iter()
+            .filter(|(s, _)| s.starts_with(prefix))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    assert!(
+        count("capi_operator_reconcile_total{kind=\"CoreProvider\",result=\"success\"}") >= 1.0
+    );
+    assert!(count("capi_operator_reconcile_duration_seconds_count{kind=\"CoreProvider\"}") >= 1.0);
+    let body = get(port, "/metrics")?.1;
+    parse_metrics(&body)?;
+    assert!(body.contains("# TYPE capi_operator_reconcile_duration_seconds histogram"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn manifests_and_examples_apply() -> TestResult {
+    let _serial = serial().lock().await;
+    let cluster = private_cluster()?;
+    let root = workspace_root();
+    // The namespace exists for real, so namespaced objects can be dry-run into it.
+    cluster.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "-f",
+        &root
+            .join("manifests/operator/namespace.yaml")
+            .to_string_lossy(),
+    ])?;
+    cluster.install_crds()?;
+    let out = cluster.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "-k",
+        &root.join("manifests").to_string_lossy(),
+    ])?;
+    for want in [
+        "clusterrole.rbac.authorization.k8s.io/capi-provider-operator serverside-applied (server dry run)",
+        "deployment.apps/capi-provider-operator serverside-applied (server dry run)",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/capi-provider-managed-by-one-way serverside-applied (server dry run)",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+    // Every example directory applies, its namespaces created first.
+    let mut dirs = vec![
+        root.join("examples/specification"),
+        root.join("examples/demo"),
+    ];
+    if let Ok(rd) = std::fs::read_dir(root.join("examples/user-stories")) {
+        for e in rd.flatten() {
+            dirs.push(e.path());
+        }
+    }
+    for dir in dirs {
+        let mut files: Vec<_> = std::fs::read_dir(&dir)?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        files.sort();
+        for file in files {
+            let text = std::fs::read_to_string(&file)?;
+            for doc in text.split("\n---") {
+                let v: Option<Value> = capi_yaml::from_str(doc).ok();
+                if let Some(ns) = v
+                    .as_ref()
+                    .and_then(|v| v.pointer("/metadata/namespace"))
+                    .and_then(Value::as_str)
+                {
+                    cluster.ensure_namespace(ns)?;
+                }
+            }
+            cluster
+                .kubectl_ok(&[
+                    "apply",
+                    "--server-side",
+                    "--dry-run=server",
+                    "-f",
+                    &file.to_string_lossy(),
+                ])
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+        }
+    }
+    Ok(())
+}
