@@ -46,11 +46,17 @@ clippy:
 crds: ## Regenerate manifests/crds from the Rust types.
 	$(CARGO) run -q -p capi-provider-operator -- crds --output-dir manifests/crds
 
+.PHONY: docs
+docs: ## Regenerate docs/api-reference.md from the CRD field docs.
+	$(CARGO) run -q -p capi-provider-operator -- api-docs > docs/api-reference.md
+
 .PHONY: check-generated
 check-generated: ## Fail when committed generated files are stale.
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	$(CARGO) run -q -p capi-provider-operator -- crds --output-dir $$tmp; \
-	if ! diff -ru manifests/crds $$tmp; then echo "manifests/crds is stale: run 'make crds'" >&2; exit 1; fi
+	if ! diff -ru manifests/crds $$tmp; then echo "manifests/crds is stale: run 'make crds'" >&2; exit 1; fi; \
+	$(CARGO) run -q -p capi-provider-operator -- api-docs > $$tmp/api-reference.md; \
+	if ! diff -u docs/api-reference.md $$tmp/api-reference.md; then echo "docs/api-reference.md is stale: run 'make docs'" >&2; exit 1; fi
 
 .PHONY: unit
 unit: ## Unit tests (no cluster).
@@ -61,7 +67,7 @@ integration: control-plane ## Integration tests against one shared local control
 	@dir=$$(mktemp -u -t capi-it-XXXXXX); \
 	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true' EXIT; \
 	kc=$$($(SCRIPTS)/cluster-up.sh --dir $$dir); \
-	CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl \
+	CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl CAPI_HELM=$$($(SCRIPTS)/helm.sh) \
 	  $(CARGO) test --workspace --no-fail-fast --test '*'
 
 .PHONY: test

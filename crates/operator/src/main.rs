@@ -5,6 +5,7 @@ use std::{path::PathBuf, process::ExitCode};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod apidocs;
 mod controller;
 mod leader;
 mod metrics;
@@ -49,6 +50,8 @@ enum Command {
     /// Run the operator: one controller per provider kind, against the cluster of the current
     /// kubeconfig (or the in-cluster service account).
     Run(RunArgs),
+    /// Print the API reference (Markdown) generated from the CRD field docs.
+    ApiDocs,
     /// Print the CustomResourceDefinitions of the seven provider kinds as YAML, or write one
     /// file per kind into a directory.
     Crds {
@@ -125,6 +128,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Crds { output_dir } => crds(output_dir),
+        Command::ApiDocs => {
+            print!("{}", apidocs::render()?);
+            Ok(())
+        }
         Command::Run(args) => run_operator(args),
         Command::Render {
             file,

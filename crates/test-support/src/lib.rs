@@ -308,6 +308,17 @@ impl OperatorProcess {
         bin: &Path,
         args: &[&str],
     ) -> std::io::Result<OperatorProcess> {
+        OperatorProcess::start_with_env(cluster, bin, args, &[])
+    }
+
+    /// Like [`OperatorProcess::start`], with extra environment variables (which win over the
+    /// defaults, e.g. `RUST_LOG`).
+    pub fn start_with_env(
+        cluster: &TestCluster,
+        bin: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> std::io::Result<OperatorProcess> {
         static N: AtomicU32 = AtomicU32::new(0);
         let n = N.fetch_add(1, Ordering::SeqCst);
         let log =
@@ -322,6 +333,7 @@ impl OperatorProcess {
                 "RUST_LOG",
                 std::env::var("CAPI_OPERATOR_TEST_LOG").unwrap_or_else(|_| "info".into()),
             )
+            .envs(env.iter().copied())
             .stdout(file)
             .stderr(err)
             .spawn()?;

@@ -73,6 +73,10 @@ fn options(limits: &Limits) -> serde_saphyr::Options {
     budget.max_documents = limits.max_documents;
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
+    // Errors name the line and column but never quote the input: the text parsed is often a
+    // release after substitution, holding Secret values, and errors end up in logs, events
+    // and conditions.
+    options.with_snippet = false;
     options
 }
 
