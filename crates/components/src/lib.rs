@@ -11,6 +11,7 @@ pub mod defaults;
 pub mod metadata;
 pub mod patch;
 pub mod pipeline;
+pub mod privileged;
 pub mod render;
 pub mod source;
 pub mod upgrade;

@@ -44,20 +44,53 @@ impl<R: ConfigMapReader> ConfigMapSource<R> {
         ConfigMapSource { reader }
     }
 
-    async fn by_version(&self) -> Result<BTreeMap<String, ConfigMapData>, SourceError> {
-        let mut out: BTreeMap<String, ConfigMapData> = BTreeMap::new();
+    async fn by_version(&self) -> Result<BTreeMap<String, Vec<ConfigMapData>>, SourceError> {
+        let mut out: BTreeMap<String, Vec<ConfigMapData>> = BTreeMap::new();
         for cm in self.reader.list().await? {
-            let version = version_of(&cm);
-            if let Some(other) = out.get(&version) {
-                return Err(SourceError::Invalid(format!(
-                    "ConfigMaps {} and {} both hold version {version}",
-                    other.name, cm.name
-                )));
-            }
-            out.insert(version, cm);
+            out.entry(version_of(&cm)).or_default().push(cm);
         }
         Ok(out)
     }
+}
+
+/// The parts of a Kubernetes ConfigMap the source reads.
+pub fn from_configmap(cm: &k8s_openapi::api::core::v1::ConfigMap) -> ConfigMapData {
+    ConfigMapData {
+        name: cm.metadata.name.clone().unwrap_or_default(),
+        labels: cm.metadata.labels.clone().unwrap_or_default(),
+        annotations: cm.metadata.annotations.clone().unwrap_or_default(),
+        data: cm.data.clone().unwrap_or_default(),
+        binary_data: cm
+            .binary_data
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.0.clone()))
+            .collect(),
+    }
+}
+
+/// A label selector in the API's query form (`k=v,k2 in (a,b),!k3`), for list calls.
+/// Unknown operators select nothing (an impossible pair of requirements).
+pub fn selector_query(
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+) -> String {
+    let mut parts: Vec<String> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for e in selector.match_expressions.iter().flatten() {
+        let values = e.values.as_deref().unwrap_or(&[]).join(",");
+        parts.push(match e.operator.as_str() {
+            "In" => format!("{} in ({values})", e.key),
+            "NotIn" => format!("{} notin ({values})", e.key),
+            "Exists" => e.key.clone(),
+            "DoesNotExist" => format!("!{}", e.key),
+            _ => format!("{0},!{0}", e.key),
+        });
+    }
+    parts.join(",")
 }
 
 /// The version a ConfigMap holds.
@@ -91,9 +124,23 @@ impl<R: ConfigMapReader> ReleaseSource for ConfigMapSource<R> {
 
     async fn fetch_file(&self, version: &str, file: &str) -> Result<Vec<u8>, SourceError> {
         let all = self.by_version().await?;
-        let cm = all
-            .get(version)
-            .ok_or_else(|| SourceError::NotFound(format!("a ConfigMap for version {version}")))?;
+        // Two ConfigMaps claiming the version asked for are refused; a duplicate of another
+        // version does not concern this fetch.
+        let cm = match all.get(version).map(Vec::as_slice) {
+            None | Some([]) => {
+                return Err(SourceError::NotFound(format!(
+                    "a ConfigMap for version {version}"
+                )));
+            }
+            Some([cm]) => cm,
+            Some(many) => {
+                let names: Vec<&str> = many.iter().map(|c| c.name.as_str()).collect();
+                return Err(SourceError::Invalid(format!(
+                    "ConfigMaps {} all hold version {version}; keep one",
+                    names.join(", ")
+                )));
+            }
+        };
         let key = if file == "metadata.yaml" {
             "metadata"
         } else {
@@ -204,16 +251,49 @@ mod tests {
         Ok(())
     }
 
+    #[test]
+    fn selector_queries() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+            LabelSelector, LabelSelectorRequirement,
+        };
+        let req = |key: &str, op: &str, values: &[&str]| LabelSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: Some(values.iter().map(|s| s.to_string()).collect()),
+        };
+        let s = LabelSelector {
+            match_labels: Some(BTreeMap::from([("a".to_string(), "1".to_string())])),
+            match_expressions: Some(vec![
+                req("b", "In", &["x", "y"]),
+                req("c", "DoesNotExist", &[]),
+                req("d", "Bogus", &[]),
+            ]),
+        };
+        assert_eq!(selector_query(&s), "a=1,b in (x,y),!c,d,!d");
+        assert_eq!(selector_query(&LabelSelector::default()), "");
+    }
+
     #[tokio::test]
     async fn two_configmaps_claiming_one_version_are_refused() {
         let src = ConfigMapSource::new(Fixed(vec![
             cm("a", Some("v1.0.0"), ""),
             cm("b", Some("v1.0.0"), ""),
         ]));
-        let err = src.list_versions().await;
+        let err = src.fetch_file("v1.0.0", "metadata.yaml").await;
         assert!(
-            matches!(&err, Err(SourceError::Invalid(m)) if m.contains("both hold version v1.0.0")),
+            matches!(&err, Err(SourceError::Invalid(m)) if m.contains("ConfigMaps a, b all hold version v1.0.0")),
             "{err:?}"
         );
+        // Listing still works, and other versions are not affected.
+        assert_eq!(
+            src.list_versions().await.ok(),
+            Some(vec!["v1.0.0".to_string()])
+        );
+        let src = ConfigMapSource::new(Fixed(vec![
+            cm("a", Some("v1.0.0"), ""),
+            cm("b", Some("v1.0.0"), ""),
+            cm("c", Some("v1.1.0"), ""),
+        ]));
+        assert!(src.fetch_file("v1.1.0", "metadata.yaml").await.is_ok());
     }
 }

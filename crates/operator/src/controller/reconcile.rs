@@ -80,6 +80,8 @@ pub mod reason {
     pub const APPLY_RETRYING: &str = "ApplyRetrying";
     /// Components installed.
     pub const INSTALLED: &str = "Installed";
+    /// The release holds objects granting broad powers (an event, not a condition).
+    pub const PRIVILEGED_OBJECTS: &str = "PrivilegedObjects";
     /// Deletion waits for other providers or custom resources.
     pub const DELETION_BLOCKED: &str = "DeletionBlocked";
     /// Components are being removed.
@@ -752,6 +754,24 @@ async fn install<P: Provider>(
     };
     if report.applied > 0 {
         info!(provider = %provider_key(p), applied = report.applied, unchanged = report.unchanged, "applied");
+        // Applied as the release says, but shown: an admin should see a release that grants
+        // cluster-admin or intercepts everything. Only when something was written, so an idle
+        // cluster sees no event.
+        let privileged = capi_components::privileged::privileged_objects(&objects);
+        if !privileged.is_empty() {
+            warn!(provider = %provider_key(p), objects = ?privileged, "the release holds privileged objects");
+            publish(
+                obj,
+                ctx,
+                false,
+                reason::PRIVILEGED_OBJECTS,
+                format!(
+                    "the release holds privileged objects (applied as released): {}",
+                    privileged.join("; ")
+                ),
+            )
+            .await;
+        }
     }
 
     // Prune what this provider installed before but no longer renders. CRDs and namespaces stay:
