@@ -48,9 +48,54 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 fn provider_yaml(kind: &str, ns: &str, name: &str, label: &str, version: &str) -> String {
+    provider_yaml_with(kind, ns, name, label, version, "")
+}
+
+/// A provider object with `extra` lines (indented for spec) added to its spec.
+fn provider_yaml_with(
+    kind: &str,
+    ns: &str,
+    name: &str,
+    label: &str,
+    version: &str,
+    extra: &str,
+) -> String {
     format!(
-        "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  version: {version}\n  fetchConfig:\n    selector:\n      matchLabels:\n        provider.cluster.x-k8s.io/name: {label}\n"
+        "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  version: {version}\n{extra}  fetchConfig:\n    selector:\n      matchLabels:\n        provider.cluster.x-k8s.io/name: {label}\n"
     )
+}
+
+fn core_yaml(version: &str, extra: &str) -> String {
+    provider_yaml_with(
+        "CoreProvider",
+        CORE_NS,
+        "cluster-api",
+        CORE_LABEL,
+        version,
+        extra,
+    )
+}
+
+/// The core controller Deployment: (replicas, manager args, original-replicas annotation).
+async fn core_deployment(client: &Client) -> Option<(i32, Vec<String>, Option<String>)> {
+    let d = Api::<Deployment>::namespaced(client.clone(), CORE_NS)
+        .get_opt("sample-core-controller-manager")
+        .await
+        .ok()??;
+    let ann = d.metadata.annotations.as_ref().and_then(|a| {
+        a.get("management.cluster.x-k8s.io/original-controller-replicas")
+            .cloned()
+    });
+    let spec = d.spec?;
+    let args = spec
+        .template
+        .spec?
+        .containers
+        .first()?
+        .args
+        .clone()
+        .unwrap_or_default();
+    Some((spec.replicas?, args, ann))
 }
 
 /// The ConfigMap only release `version` of the generated core series installs.
@@ -133,7 +178,8 @@ async fn killed_during_upgrade_and_delete_always_converges() -> TestResult {
 
     cluster.ensure_namespace(CORE_NS)?;
     cluster.ensure_namespace(INFRA_NS)?;
-    for patch in 0..=runs {
+    // One more release than upgrade runs, for the apiserver restart at the end.
+    for patch in 0..=runs + 1 {
         core_release(&client, u32::try_from(patch)?).await?;
     }
     release_configmap_from_dir(
@@ -202,6 +248,67 @@ async fn killed_during_upgrade_and_delete_always_converges() -> TestResult {
         assert!(widget.0, "{}: the custom resource is gone", context());
     }
 
+    let version = format!("v0.2.{runs}");
+    // Reconfigure: a manager flag changed, killed at a random point.
+    for run in 1..=runs {
+        let delay = rng.below(1500);
+        let context = || format!("reconfigure run {run}, killed after {delay} ms (seed {seed})");
+        apply(
+            cluster,
+            &core_yaml(&version, &format!("  manager:\n    verbosity: {run}\n")),
+        )?;
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        operator = restart(cluster, &mut operator)?;
+        let want = format!("--v={run}");
+        wait_for(T, || async {
+            let (_, args, _) = core_deployment(&client).await?;
+            args.contains(&want).then_some(())
+        })
+        .await
+        .ok_or_else(|| format!("{}: flag not applied\n{}", context(), operator.logs()))?;
+        let owned_now = owned(&client, "CoreProvider", CORE_NS, "cluster-api").await?;
+        assert_eq!(
+            owned_now
+                .iter()
+                .filter(|o| o.starts_with("Deployment/"))
+                .count(),
+            1,
+            "{}: {owned_now:?}",
+            context()
+        );
+    }
+    // Pause and unpause, killed at random points: replicas and the annotation always agree.
+    for run in 0..runs {
+        let paused = run % 2 == 0;
+        let delay = rng.below(1500);
+        let context = || format!("pause={paused} run {run}, killed after {delay} ms (seed {seed})");
+        apply(
+            cluster,
+            &core_yaml(
+                &version,
+                &format!("  paused: {paused}\n  manager:\n    verbosity: {runs}\n"),
+            ),
+        )?;
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        operator = restart(cluster, &mut operator)?;
+        wait_for(T, || async {
+            let (replicas, _, ann) = core_deployment(&client).await?;
+            let ok = if paused {
+                replicas == 0 && ann.as_deref() == Some("1")
+            } else {
+                replicas == 1 && ann.is_none()
+            };
+            ok.then_some(())
+        })
+        .await
+        .ok_or_else(|| format!("{}: replicas not converged\n{}", context(), operator.logs()))?;
+    }
+    // Leave it unpaused.
+    apply(
+        cluster,
+        &core_yaml(&version, &format!("  manager:\n    verbosity: {runs}\n")),
+    )?;
+
     // Deletions of an infrastructure provider, each killed at a random point.
     for run in 0..runs {
         let delay = rng.below(1200);
@@ -216,6 +323,10 @@ async fn killed_during_upgrade_and_delete_always_converges() -> TestResult {
                 "v0.2.0",
             ),
         )?;
+        // Killed during the install too.
+        let install_delay = rng.below(1200);
+        tokio::time::sleep(Duration::from_millis(install_delay)).await;
+        operator = restart(cluster, &mut operator)?;
         wait_condition(
             &client,
             ("InfrastructureProvider", INFRA_NS, "sample"),
@@ -225,7 +336,23 @@ async fn killed_during_upgrade_and_delete_always_converges() -> TestResult {
             T,
         )
         .await
-        .map_err(|e| format!("{}: install: {e}\n{}", context(), operator.logs()))?;
+        .map_err(|e| {
+            format!(
+                "{}: install killed after {install_delay} ms: {e}\n{}",
+                context(),
+                operator.logs()
+            )
+        })?;
+        let installed = owned(&client, "InfrastructureProvider", INFRA_NS, "sample").await?;
+        assert_eq!(
+            installed
+                .iter()
+                .filter(|o| o.starts_with("Deployment/"))
+                .count(),
+            1,
+            "{}: {installed:?}",
+            context()
+        );
         cluster.kubectl_ok(&[
             "delete",
             "infrastructureprovider",
@@ -282,6 +409,36 @@ async fn killed_during_upgrade_and_delete_always_converges() -> TestResult {
         p.pointer("/status/installedVersion"),
         Some(&Value::from(format!("v0.2.{runs}")))
     );
+
+    // The apiserver stopped in the middle of an upgrade and restarted after a while: the
+    // operator survives and converges.
+    let down = env_u64("CAPI_APISERVER_DOWN_SECONDS", 30);
+    let last = format!("v0.2.{}", runs + 1);
+    apply(
+        cluster,
+        &core_yaml(&last, &format!("  manager:\n    verbosity: {runs}\n")),
+    )?;
+    tokio::time::sleep(Duration::from_millis(rng.below(500))).await;
+    cluster.restart_apiserver_after(Duration::from_secs(down))?;
+    assert!(
+        operator.running(),
+        "the operator exited while the apiserver was down\n{}",
+        operator.logs()
+    );
+    wait_for(T, || async {
+        let p = provider(&client, "CoreProvider", CORE_NS, "cluster-api").await?;
+        let ready = condition(&p, "Ready")?.get("status")? == "True";
+        (ready && p.pointer("/status/installedVersion")? == &Value::from(last.clone()))
+            .then_some(())
+    })
+    .await
+    .ok_or_else(|| {
+        format!(
+            "no convergence after the apiserver was down {down} s\n{}",
+            operator.logs()
+        )
+    })?;
+    assert!(operator.running(), "the operator survived");
     operator.kill();
     Ok(())
 }

@@ -138,6 +138,69 @@ fn start_private() -> Result<TestCluster, String> {
 }
 
 impl TestCluster {
+    /// Stops the cluster's kube-apiserver (SIGTERM), keeps it down for `down`, then starts it
+    /// again with the same command line, working directory and log, and waits until it is
+    /// ready. Only for clusters this process started (the state directory is the kubeconfig's).
+    pub fn restart_apiserver_after(&self, down: Duration) -> Result<(), Error> {
+        let start = |m: String| Error::Start(m);
+        let dir = self
+            .kubeconfig
+            .parent()
+            .ok_or_else(|| start("kubeconfig without a directory".into()))?;
+        let pid_file = dir.join("kube-apiserver.pid");
+        let pid = std::fs::read_to_string(&pid_file)
+            .map_err(|e| start(format!("{}: {e}", pid_file.display())))?
+            .trim()
+            .to_string();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map_err(|e| start(format!("kube-apiserver {pid}: {e}")))?;
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"))
+            .map_err(|e| start(format!("kube-apiserver {pid}: {e}")))?;
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let (bin, rest) = args
+            .split_first()
+            .ok_or_else(|| start("empty kube-apiserver command line".into()))?;
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        for _ in 0..200 {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(down);
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(dir.join("logs/kube-apiserver.log"))
+            .map_err(|e| start(format!("apiserver log: {e}")))?;
+        let err = log
+            .try_clone()
+            .map_err(|e| start(format!("apiserver log: {e}")))?;
+        let child = Command::new(bin)
+            .args(rest)
+            .current_dir(cwd)
+            .stdin(std::process::Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| start(format!("restarting kube-apiserver: {e}")))?;
+        std::fs::write(&pid_file, format!("{}\n", child.id()))
+            .map_err(|e| start(format!("{}: {e}", pid_file.display())))?;
+        for _ in 0..120 {
+            if let Ok((true, out, _)) = self.kubectl(&["get", "--raw", "/readyz"])
+                && out.trim() == "ok"
+            {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        Err(start("kube-apiserver not ready after a restart".into()))
+    }
+
     /// Path of the admin kubeconfig.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
