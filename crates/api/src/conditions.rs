@@ -10,5 +10,8 @@ pub const PROVIDER_UPGRADED: &str = "ProviderUpgraded";
 pub const READY: &str = "Ready";
 /// The provider is paused.
 pub const PAUSED: &str = "Paused";
+/// The release follows the Cluster API provider contracts (CRD names, contract labels,
+/// InfraCluster shape); False lists what deviates. Informational: installing goes on.
+pub const CONTRACT_VERIFIED: &str = "ContractVerified";
 /// Deletion progress, or what blocks it.
 pub const DELETING: &str = "Deleting";

@@ -118,7 +118,7 @@ mod tests {
     use super::*;
     use crate::source::{
         ReleaseSource,
-        configmap::{ConfigMapData, ConfigMapReader, ConfigMapSource},
+        configmap::{ConfigMapData, ConfigMapReader, ConfigMapSource, from_configmap},
         fetch_release,
     };
 
@@ -126,21 +126,6 @@ mod tests {
     impl ConfigMapReader for Fixed {
         async fn list(&self) -> Result<Vec<ConfigMapData>, SourceError> {
             Ok(self.0.clone())
-        }
-    }
-
-    fn data_of(cm: &ConfigMap) -> ConfigMapData {
-        ConfigMapData {
-            name: cm.metadata.name.clone().unwrap_or_default(),
-            labels: cm.metadata.labels.clone().unwrap_or_default(),
-            annotations: cm.metadata.annotations.clone().unwrap_or_default(),
-            data: cm.data.clone().unwrap_or_default(),
-            binary_data: cm
-                .binary_data
-                .iter()
-                .flatten()
-                .map(|(k, v)| (k.clone(), v.0.clone()))
-                .collect(),
         }
     }
 
@@ -167,7 +152,7 @@ mod tests {
         assert!(a.binary_data.is_none());
         let bin = b.binary_data.as_ref().and_then(|d| d.get("components"));
         assert!(bin.is_some_and(|c| c.0.len() < COMPRESS_ABOVE / 10));
-        let src = ConfigMapSource::new(Fixed(vec![data_of(&a), data_of(&b)]));
+        let src = ConfigMapSource::new(Fixed(vec![from_configmap(&a), from_configmap(&b)]));
         let mut v = src.list_versions().await?;
         v.sort();
         assert_eq!(v, ["v1.0.0", "v1.0.1"]);

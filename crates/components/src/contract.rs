@@ -36,7 +36,7 @@ pub enum Severity {
 
 impl fmt::Display for Severity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             Severity::Ok => "OK",
             Severity::Warning => "WARNING",
             Severity::Error => "ERROR",

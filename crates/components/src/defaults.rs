@@ -379,6 +379,15 @@ pub fn default_repository(t: ProviderType, name: &str) -> Option<DefaultReposito
         })
 }
 
+/// The components file of a provider's releases when its source does not name one: the
+/// well-known provider's own (docker's `infrastructure-components-development.yaml`), else the
+/// type's default.
+pub fn components_file(t: ProviderType, name: &str) -> &'static str {
+    default_repository(t, name)
+        .map(|d| d.components_file)
+        .unwrap_or_else(|| t.components_file())
+}
+
 /// The release URL (`https://github.com/{owner}/{repo}/releases`) of a well-known provider.
 pub fn default_url(t: ProviderType, name: &str) -> Option<String> {
     default_repository(t, name).map(|r| format!("https://github.com/{}/releases", r.repository))
@@ -409,6 +418,14 @@ mod tests {
         assert_eq!(
             default_repository(Infrastructure, "docker").map(|r| r.components_file),
             Some("infrastructure-components-development.yaml")
+        );
+        assert_eq!(
+            components_file(Infrastructure, "docker"),
+            "infrastructure-components-development.yaml"
+        );
+        assert_eq!(
+            components_file(Infrastructure, "myazure"),
+            "infrastructure-components.yaml"
         );
         // Names are per type: kubeadm is no infrastructure provider, myazure is nobody's.
         assert_eq!(default_repository(Infrastructure, "kubeadm"), None);

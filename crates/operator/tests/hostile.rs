@@ -127,6 +127,25 @@ async fn hostile_releases_change_nothing_installed() -> TestResult {
     )
     .await
     .map_err(log)?;
+    // The sample release has no InfraCluster: the contract checks say so (a condition and a
+    // Warning event), and the provider is installed all the same.
+    let p = provider(&client, "InfrastructureProvider", NS, "sample")
+        .await
+        .ok_or("provider gone")?;
+    let verified = condition(&p, "ContractVerified").ok_or("no ContractVerified condition")?;
+    assert_eq!(verified.get("status"), Some(&Value::from("False")));
+    assert_eq!(
+        verified.get("reason"),
+        Some(&Value::from("ContractFindings"))
+    );
+    let findings = verified
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    assert!(
+        findings.contains("InfraCluster") || findings.contains("infra"),
+        "{findings}"
+    );
     let deployments = Api::<Deployment>::namespaced(client.clone(), NS);
     let installed_rv = deployments
         .get("sample-infra-controller-manager")

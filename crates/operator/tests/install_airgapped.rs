@@ -169,7 +169,12 @@ async fn real_releases_install_from_configmaps() -> TestResult {
             Some(&Value::from("v1.12.0"))
         );
         assert_eq!(p.pointer("/status/contract"), Some(&Value::from("v1beta2")));
-        for c in ["PreflightCheckPassed", "ProviderInstalled"] {
+        // The real releases pass the provider contract checks.
+        for c in [
+            "PreflightCheckPassed",
+            "ProviderInstalled",
+            "ContractVerified",
+        ] {
             assert_eq!(
                 condition(&p, c).and_then(|c| c.get("status")),
                 Some(&Value::from("True")),

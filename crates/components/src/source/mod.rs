@@ -61,6 +61,7 @@ pub trait ReleaseSource: Send + Sync {
     ) -> impl Future<Output = Result<Vec<u8>, SourceError>> + Send;
 }
 
+pub mod any;
 pub mod configmap;
 pub mod github;
 pub mod gitlab;

@@ -22,7 +22,8 @@ use capi_operator_api::{
     AnyProvider, FINALIZER, MANAGED_BY_ANNOTATION, ORIGINAL_REPLICAS_ANNOTATION, Provider,
     ProviderStatus, ProviderType,
     conditions::{
-        DELETING, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, PROVIDER_UPGRADED, READY,
+        CONTRACT_VERIFIED, DELETING, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED,
+        PROVIDER_UPGRADED, READY,
     },
 };
 use k8s_openapi::{
@@ -80,6 +81,10 @@ pub mod reason {
     pub const APPLY_RETRYING: &str = "ApplyRetrying";
     /// Components installed.
     pub const INSTALLED: &str = "Installed";
+    /// The release passes the provider contract checks.
+    pub const CONTRACT_OK: &str = "ContractChecksPassed";
+    /// The release deviates from the provider contracts (see the message).
+    pub const CONTRACT_FINDINGS: &str = "ContractFindings";
     /// The release holds objects granting broad powers (an event, not a condition).
     pub const PRIVILEGED_OBJECTS: &str = "PrivilegedObjects";
     /// Deletion waits for other providers or custom resources.
@@ -736,6 +741,14 @@ async fn install<P: Provider>(
         Err(e) => return render_problem(e),
     };
     let mut objects = rendered.objects;
+    let rendered_count = objects.len();
+    // The same checks as `kubectl capi-providers verify`, on what is about to be installed.
+    let findings: Vec<String> =
+        capi_components::contract::verify(p.provider_type, Some(&contract), &objects)
+            .into_iter()
+            .filter(|f| f.severity != capi_components::contract::Severity::Ok)
+            .map(|f| format!("{}: {}", f.check, f.message))
+            .collect();
     label_owned(&mut objects, p);
     objects.iter_mut().for_each(super::apply::prepare);
     let upgrading = status.installed_version.as_deref() != Some(version.as_str());
@@ -824,10 +837,24 @@ async fn install<P: Provider>(
         &Desired::ok(
             PROVIDER_INSTALLED,
             reason::INSTALLED,
-            format!("{version} installed ({} objects)", objects.len()),
+            format!("{version} installed ({rendered_count} objects)"),
         ),
         generation,
     );
+    let verified = if findings.is_empty() {
+        Desired::ok(
+            CONTRACT_VERIFIED,
+            reason::CONTRACT_OK,
+            "the release follows the provider contracts",
+        )
+    } else {
+        Desired::failed(
+            CONTRACT_VERIFIED,
+            reason::CONTRACT_FINDINGS,
+            findings.join("; "),
+        )
+    };
+    conditions::set(&mut status.conditions, &verified, generation);
     if changed_version && report.applied > 0 {
         publish(
             obj,

@@ -1,0 +1,166 @@
+//! `kubectl-capi_providers`: a kubectl plugin (`kubectl capi-providers ...`) for the
+//! capi-provider-operator, built on the same components engine as the operator.
+//!
+//! - `init`: installs the operator's CRDs and policies and the providers named, with their
+//!   variables in a Secret; `--wait` follows them until Ready.
+//! - `upgrade plan` / `upgrade apply [--contract vX]`: versions within and across contracts;
+//!   a contract change runs pause → upgrade → unpause.
+//! - `preload`: writes or applies the air-gapped ConfigMaps of releases; `--images` lists the
+//!   images to mirror.
+//! - `migrate`: adopts providers installed by clusterctl, without reinstalling them.
+//! - `verify`: checks a release against the provider contracts.
+//! - `describe`: a release's variables (with defaults) and images.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Prints a line on standard output; a closed output (`| head`) ends the program quietly.
+macro_rules! say {
+    ($($t:tt)*) => {
+        $crate::say_line(format_args!($($t)*))
+    };
+}
+
+mod cluster;
+mod describe;
+mod init;
+mod migrate;
+mod preload;
+mod progress;
+mod providers;
+mod release;
+mod upgrade;
+mod vars;
+mod verify;
+
+/// Manage Cluster API providers through the capi-provider-operator.
+#[derive(Parser, Debug)]
+#[command(name = "kubectl capi-providers", bin_name = "kubectl capi-providers", version, about, long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    cluster: cluster::ClusterFlags,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Install the operator's CRDs and the providers named (core, bootstrap, control-plane,
+    /// infrastructure, ipam, runtime-extension, addon), with their variables in a Secret.
+    Init(Box<init::Args>),
+    /// Plan or apply provider upgrades.
+    #[command(subcommand)]
+    Upgrade(upgrade::Command),
+    /// Fetch releases and write or apply the ConfigMaps fetchConfig.selector reads
+    /// (air-gapped installs).
+    Preload(Box<preload::Args>),
+    /// Adopt providers installed by clusterctl into provider objects of the operator, with no
+    /// reinstall and no controller restart.
+    Migrate(Box<migrate::Args>),
+    /// Check a release's components against the Cluster API provider contracts.
+    Verify(Box<verify::Args>),
+    /// Show a release's variables with their defaults, and its images.
+    Describe(Box<describe::Args>),
+}
+
+/// A failure already reported on standard output (verify findings): exit 1 without more.
+#[derive(Debug)]
+struct Reported;
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reported")
+    }
+}
+
+impl std::error::Error for Reported {}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<Reported>() => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Init(args) => init::run(&args, &cli.cluster).await,
+        Command::Upgrade(cmd) => upgrade::run(&cmd, &cli.cluster).await,
+        Command::Preload(args) => preload::run(&args, &cli.cluster).await,
+        Command::Migrate(args) => migrate::run(&args, &cli.cluster).await,
+        Command::Verify(args) => {
+            let outcome = verify::run(&args).await?;
+            if outcome.errors > 0 {
+                eprintln!("verify: {} contract errors", outcome.errors);
+                return Err(Reported.into());
+            }
+            Ok(())
+        }
+        Command::Describe(args) => describe::run(&args).await,
+    }
+}
+
+/// Writes one line to standard output, exiting quietly when the reader has gone away.
+pub fn say_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{args}").is_err() {
+        std::process::exit(0);
+    }
+}
+
+/// Parses a duration: `90`, `90s`, `10m`, `1h`.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 90s, 10m)"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{s:?} is not a duration (e.g. 90s, 10m)")),
+    };
+    Ok(std::time::Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90"), Ok(std::time::Duration::from_secs(90)));
+        assert_eq!(
+            parse_duration("2m"),
+            Ok(std::time::Duration::from_secs(120))
+        );
+        assert!(parse_duration("2d").is_err() && parse_duration("m").is_err());
+    }
+
+    #[test]
+    fn the_cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

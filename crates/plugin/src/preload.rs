@@ -1,0 +1,142 @@
+//! `preload`: fetches releases and writes (or applies) the ConfigMaps of the air-gapped layout
+//! that `fetchConfig.selector` reads, one per provider version, gzip-compressed above 1 MiB;
+//! `--images` lists the images the releases run, for mirroring.
+
+use std::{io::Write, path::PathBuf};
+
+use anyhow::{Context, bail};
+use capi_components::airgap;
+use serde_json::{Value, json};
+
+use crate::{
+    cluster::{Cluster, ClusterFlags},
+    providers::ProviderFlags,
+    release::{self, SourceFlags},
+    vars::VariableFlags,
+};
+
+/// Flags of `preload`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    providers: ProviderFlags,
+    #[command(flatten)]
+    sources: SourceFlags,
+    #[command(flatten)]
+    variables: VariableFlags,
+    /// Write the ConfigMaps (and their Namespaces) as YAML to FILE ("-" for standard output).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Apply the ConfigMaps to the cluster (server-side), creating namespaces as needed.
+    #[arg(long)]
+    apply: bool,
+    /// List the images the releases run (one per line), to mirror them into a private registry.
+    #[arg(long)]
+    images: bool,
+}
+
+/// A unique list keeping the first occurrence's order.
+pub fn unique(items: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for i in items {
+        if !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// Runs `preload`.
+pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()> {
+    let list = args.providers.parse()?;
+    if list.is_empty() {
+        bail!("name at least one provider (--core, --infrastructure, ...)");
+    }
+    let to_stdout = args.output.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if to_stdout && args.images {
+        bail!(
+            "--images prints to standard output: write the ConfigMaps to a file (-o FILE) or --apply them"
+        );
+    }
+    let write_default = args.output.is_none() && !args.apply && !args.images;
+    let file = args.variables.file()?;
+    let mut docs: Vec<Value> = Vec::new();
+    let mut namespaces: Vec<String> = Vec::new();
+    let mut images = Vec::new();
+    for arg in &list {
+        let located = release::locate_arg(arg, &args.sources)?;
+        let r = located.fetch(arg.version.as_deref()).await?;
+        let (objects, _) = release::objects_lenient(&r, &file)?;
+        let namespace = release::target_namespace(arg, &objects)?;
+        images.extend(capi_components::pipeline::inspect_images(&objects));
+        let v = configmap_value(arg.provider_type, &arg.name, &namespace, &r)?;
+        eprintln!(
+            "{} {} {} from {} -> ConfigMap {namespace}/{}{}",
+            arg.provider_type.kind(),
+            arg.name,
+            r.version,
+            located.description,
+            v.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            if v.get("binaryData").is_some() {
+                " (compressed)"
+            } else {
+                ""
+            }
+        );
+        if !namespaces.contains(&namespace) {
+            namespaces.push(namespace);
+        }
+        docs.push(v);
+    }
+    if args.output.is_some() || write_default {
+        let mut all: Vec<Value> = namespaces
+            .iter()
+            .map(|n| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}))
+            .collect();
+        all.extend(docs.iter().cloned());
+        let text = capi_yaml::to_multi_doc(&all)?;
+        match &args.output {
+            Some(p) if p.as_os_str() != "-" => {
+                std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?
+            }
+            _ => match std::io::stdout().write_all(text.as_bytes()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                r => r?,
+            },
+        }
+    }
+    if args.apply {
+        let cluster = Cluster::connect(cluster_flags).await?;
+        for ns in &namespaces {
+            cluster.ensure_namespace(ns).await?;
+        }
+        for d in &docs {
+            cluster.apply(d).await?;
+        }
+        eprintln!("applied {} ConfigMaps", docs.len());
+    }
+    if args.images {
+        for i in unique(images) {
+            say!("{i}");
+        }
+    }
+    Ok(())
+}
+
+/// The ConfigMap documents of `release` for the provider, for callers that apply them.
+pub fn configmap_value(
+    t: capi_operator_api::ProviderType,
+    name: &str,
+    namespace: &str,
+    r: &release::Release,
+) -> anyhow::Result<Value> {
+    let cm = airgap::release_configmap(t, name, namespace, r)?;
+    let mut v = serde_json::to_value(&cm)?;
+    if let Some(m) = v.as_object_mut() {
+        m.insert("apiVersion".into(), json!("v1"));
+        m.insert("kind".into(), json!("ConfigMap"));
+    }
+    Ok(v)
+}

@@ -1,0 +1,477 @@
+//! `upgrade plan` and `upgrade apply`.
+//!
+//! The plan shows, for each provider, its current version and contract, the newest release of
+//! that contract and the newest release overall. `apply` edits the providers' spec.version to
+//! the newest release of the target contract (by default the core provider's current one).
+//! When that changes any provider's contract it runs the sequence the specification asks the
+//! CLI to embed: pause every provider, upgrade the core provider then the others while paused,
+//! and unpause the providers it paused. Providers it pauses carry an annotation, so an
+//! interrupted sequence resumes (and unpauses them) when run again.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use capi_components::{
+    metadata::Metadata,
+    source::ReleaseSource,
+    upgrade::{self, ProviderPlan},
+};
+use capi_operator_api::{AnyProvider, ProviderType};
+use serde_json::json;
+
+use crate::{
+    cluster::{Cluster, ClusterFlags, describe},
+    progress::{self, Target, Want},
+    release::{self, SourceFlags},
+};
+
+/// Annotation on the providers `upgrade apply` paused for a contract change.
+pub const PAUSED_BY_ANNOTATION: &str = "management.cluster.x-k8s.io/paused-by-upgrade";
+
+/// `upgrade` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// For each provider: its current version and contract, the next version within its
+    /// contract, and the latest release.
+    Plan(PlanArgs),
+    /// Move every provider to the newest release of a contract (the core provider's current
+    /// one by default); a contract change pauses, upgrades and unpauses. With --repository
+    /// DIR, the target releases of providers reading ConfigMaps are preloaded from DIR first.
+    Apply(ApplyArgs),
+}
+
+/// Flags of `upgrade plan`.
+#[derive(clap::Args, Debug)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    sources: SourceFlags,
+}
+
+/// Flags of `upgrade apply`.
+#[derive(clap::Args, Debug)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    sources: SourceFlags,
+    /// The contract to move to (e.g. v1beta2); the core provider's current contract by default.
+    #[arg(long, value_name = "CONTRACT")]
+    contract: Option<String>,
+    /// Show what would change, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Wait until upgraded providers are Ready (a contract change always waits).
+    #[arg(long)]
+    wait: bool,
+    /// How long each wait lasts (e.g. 300s, 10m).
+    #[arg(long, default_value = "10m", value_parser = crate::parse_duration)]
+    timeout: Duration,
+}
+
+/// A provider and its plan.
+pub struct Planned {
+    /// The provider object.
+    pub provider: AnyProvider,
+    /// Its plan.
+    pub plan: ProviderPlan,
+}
+
+fn current_version(p: &AnyProvider) -> Option<String> {
+    p.status
+        .as_ref()
+        .and_then(|s| s.installed_version.clone())
+        .or_else(|| p.spec.version.clone())
+        .filter(|v| !v.is_empty())
+}
+
+/// Plans every provider of the cluster.
+pub async fn plan_all(cluster: &Cluster, flags: &SourceFlags) -> anyhow::Result<Vec<Planned>> {
+    let mut out = Vec::new();
+    for p in cluster.providers().await? {
+        let Some(current) = current_version(&p) else {
+            eprintln!("{}: no version installed yet; skipped", describe(&p));
+            continue;
+        };
+        let located = release::locate_provider(&cluster.client, &p, flags)?;
+        let tags = located.source.list_versions().await.with_context(|| {
+            format!(
+                "{}: listing versions from {}",
+                describe(&p),
+                located.description
+            )
+        })?;
+        let newest = upgrade::newest_tag(&tags).with_context(|| {
+            format!(
+                "{}: {} offers no release",
+                describe(&p),
+                located.description
+            )
+        })?;
+        let meta = located
+            .source
+            .fetch_file(newest, "metadata.yaml")
+            .await
+            .with_context(|| format!("{}: metadata.yaml of {newest}", describe(&p)))?;
+        let meta = Metadata::parse(&String::from_utf8_lossy(&meta))
+            .with_context(|| format!("{}: metadata.yaml of {newest}", describe(&p)))?;
+        let contract = p.status.as_ref().and_then(|s| s.contract.as_deref());
+        let plan = upgrade::plan(&current, contract, &tags, &meta).with_context(|| describe(&p))?;
+        out.push(Planned { provider: p, plan });
+    }
+    Ok(out)
+}
+
+fn core_contract(planned: &[Planned]) -> Option<String> {
+    planned
+        .iter()
+        .find(|p| p.provider.provider_type == ProviderType::Core)
+        .and_then(|p| p.plan.current_contract.clone())
+}
+
+fn print_plan(planned: &[Planned]) {
+    let rows: Vec<[String; 7]> = planned
+        .iter()
+        .map(|p| {
+            let pl = &p.plan;
+            [
+                p.provider.name().to_string(),
+                p.provider.namespace().to_string(),
+                p.provider.provider_type.kind().to_string(),
+                pl.current.clone(),
+                pl.current_contract.clone().unwrap_or_else(|| "?".into()),
+                pl.next_in_contract()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| "Already up to date".into()),
+                pl.latest
+                    .as_ref()
+                    .map(|(v, c)| format!("{v} ({c})"))
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let header = [
+        "NAME",
+        "NAMESPACE",
+        "TYPE",
+        "CURRENT VERSION",
+        "CONTRACT",
+        "NEXT VERSION",
+        "LATEST (CONTRACT)",
+    ];
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(widths.iter())
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    say!("{}", line(header.to_vec()));
+    for r in &rows {
+        say!("{}", line(r.iter().map(String::as_str).collect()));
+    }
+}
+
+/// The contracts any provider offers a move to, newer than `current`, each with the
+/// providers lacking a release of it.
+fn other_contracts(planned: &[Planned], current: &str) -> Vec<(String, Vec<String>)> {
+    let mut contracts: Vec<String> = planned
+        .iter()
+        .flat_map(|p| p.plan.by_contract.keys().cloned())
+        .filter(|c| c.as_str() != current)
+        .collect();
+    contracts.sort();
+    contracts.dedup();
+    contracts
+        .into_iter()
+        .map(|c| {
+            let lacking = planned
+                .iter()
+                .filter(|p| !p.plan.offers(&c))
+                .map(|p| describe(&p.provider))
+                .collect();
+            (c, lacking)
+        })
+        .collect()
+}
+
+async fn plan_cmd(args: &PlanArgs, cluster: &Cluster) -> anyhow::Result<()> {
+    let planned = plan_all(cluster, &args.sources).await?;
+    if planned.is_empty() {
+        say!("no providers installed");
+        return Ok(());
+    }
+    print_plan(&planned);
+    let current = core_contract(&planned).unwrap_or_default();
+    say!("");
+    if planned.iter().any(|p| p.plan.next_in_contract().is_some()) {
+        say!("Upgrade within contract {current}: kubectl capi-providers upgrade apply");
+    } else {
+        say!("Every provider is up to date within contract {current}.");
+    }
+    for (c, lacking) in other_contracts(&planned, &current) {
+        if lacking.is_empty() {
+            say!(
+                "Move to contract {c} (pause, upgrade, unpause): kubectl capi-providers upgrade apply --contract {c}"
+            );
+        } else {
+            say!(
+                "Contract {c} is not possible yet: no release of {} follows it",
+                lacking.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A provider's move: from its current version to `to`.
+struct Move {
+    provider: AnyProvider,
+    to: String,
+    contract_changes: bool,
+}
+
+fn moves(planned: &[Planned], contract: &str) -> anyhow::Result<Vec<Move>> {
+    let mut out = Vec::new();
+    let mut lacking = Vec::new();
+    for p in planned {
+        let same = p.plan.current_contract.as_deref() == Some(contract);
+        let to = if same {
+            p.plan.target(contract).map(str::to_string)
+        } else {
+            match p.plan.by_contract.get(contract) {
+                Some(v) => Some(v.clone()),
+                None => {
+                    lacking.push(describe(&p.provider));
+                    None
+                }
+            }
+        };
+        if let Some(to) = to {
+            out.push(Move {
+                provider: p.provider.clone(),
+                to,
+                contract_changes: !same,
+            });
+        }
+    }
+    if !lacking.is_empty() {
+        bail!(
+            "no release following contract {contract} for {}: every provider must follow the same contract",
+            lacking.join(", ")
+        );
+    }
+    Ok(out)
+}
+
+async fn set_version(cluster: &Cluster, m: &Move) -> anyhow::Result<()> {
+    cluster
+        .patch_provider(&m.provider, &json!({"spec": {"version": m.to}}))
+        .await?;
+    say!(
+        "{}: {} -> {}",
+        describe(&m.provider),
+        current_version(&m.provider).unwrap_or_default(),
+        m.to
+    );
+    Ok(())
+}
+
+/// With `--repository`, writes the target releases of providers that read ConfigMaps
+/// (fetchConfig.selector) into their namespace first, labelled for their selector.
+async fn preload_targets(
+    cluster: &Cluster,
+    moves: &[Move],
+    flags: &SourceFlags,
+) -> anyhow::Result<()> {
+    let Some(dir) = &flags.repository else {
+        return Ok(());
+    };
+    for m in moves {
+        let p = &m.provider;
+        let Some(sel) = p
+            .spec
+            .fetch_config
+            .as_ref()
+            .and_then(|f| f.selector.as_ref())
+        else {
+            continue;
+        };
+        let located =
+            release::locate_source(p.provider_type, p.name(), &dir.to_string_lossy(), flags)?;
+        let r = located.fetch(Some(&m.to)).await?;
+        let mut cm = crate::preload::configmap_value(p.provider_type, p.name(), p.namespace(), &r)?;
+        if let Some(labels) = cm
+            .pointer_mut("/metadata/labels")
+            .and_then(|l| l.as_object_mut())
+        {
+            for (k, v) in sel.match_labels.iter().flatten() {
+                labels.insert(k.clone(), json!(v));
+            }
+        }
+        cluster.apply(&cm).await?;
+        eprintln!(
+            "{}: {} preloaded from {}",
+            describe(p),
+            m.to,
+            located.description
+        );
+    }
+    Ok(())
+}
+
+fn paused_by_us(p: &AnyProvider) -> bool {
+    p.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(PAUSED_BY_ANNOTATION))
+}
+
+async fn apply_cmd(args: &ApplyArgs, cluster: &Cluster) -> anyhow::Result<()> {
+    let planned = plan_all(cluster, &args.sources).await?;
+    let contract = match (&args.contract, core_contract(&planned)) {
+        (Some(c), _) => c.clone(),
+        (None, Some(c)) => c,
+        (None, None) => bail!("no core provider reports a contract: give --contract"),
+    };
+    let moves = moves(&planned, &contract)?;
+    let changes = moves.iter().any(|m| m.contract_changes);
+    let resuming: Vec<&AnyProvider> = planned
+        .iter()
+        .map(|p| &p.provider)
+        .filter(|p| paused_by_us(p))
+        .collect();
+    if moves.is_empty() && resuming.is_empty() {
+        say!("every provider is up to date for contract {contract}");
+        return Ok(());
+    }
+    for m in &moves {
+        say!(
+            "{}: {} -> {}{}",
+            describe(&m.provider),
+            current_version(&m.provider).unwrap_or_default(),
+            m.to,
+            if m.contract_changes {
+                format!(" (contract {contract})")
+            } else {
+                String::new()
+            }
+        );
+    }
+    if args.dry_run {
+        if changes {
+            say!(
+                "the contract changes to {contract}: every provider would be paused, upgraded (core first) and unpaused"
+            );
+        }
+        return Ok(());
+    }
+    preload_targets(cluster, &moves, &args.sources).await?;
+    let (core, others): (Vec<&Move>, Vec<&Move>) = moves
+        .iter()
+        .partition(|m| m.provider.provider_type == ProviderType::Core);
+    if !changes && resuming.is_empty() {
+        for m in core.iter().chain(others.iter()) {
+            set_version(cluster, m).await?;
+        }
+        if args.wait {
+            let targets: Vec<Target> = moves
+                .iter()
+                .map(|m| Target::of(&m.provider, Some(&m.to), Want::Ready))
+                .collect();
+            progress::wait(
+                cluster,
+                &targets,
+                args.timeout,
+                "the upgraded providers to be Ready",
+            )
+            .await?;
+        }
+        return Ok(());
+    }
+
+    // The contract changes: pause → upgrade → unpause.
+    let all: Vec<&AnyProvider> = planned.iter().map(|p| &p.provider).collect();
+    eprintln!("contract change to {contract}: pausing every provider");
+    for p in &all {
+        if !p.spec.paused {
+            cluster
+                .patch_provider(
+                    p,
+                    &json!({"metadata": {"annotations": {PAUSED_BY_ANNOTATION: "true"}}, "spec": {"paused": true}}),
+                )
+                .await?;
+        }
+    }
+    let paused: Vec<Target> = all
+        .iter()
+        .map(|p| Target::of(p, None, Want::Paused))
+        .collect();
+    progress::wait(
+        cluster,
+        &paused,
+        args.timeout,
+        "every provider to be paused",
+    )
+    .await?;
+    for (group, what) in [
+        (&core, "the core provider"),
+        (&others, "the other providers"),
+    ] {
+        if group.is_empty() {
+            continue;
+        }
+        for m in group.iter() {
+            set_version(cluster, m).await?;
+        }
+        let targets: Vec<Target> = group
+            .iter()
+            .map(|m| Target::of(&m.provider, Some(&m.to), Want::Installed))
+            .collect();
+        progress::wait(
+            cluster,
+            &targets,
+            args.timeout,
+            &format!("{what} to be upgraded"),
+        )
+        .await?;
+    }
+    // Unpause what this command paused (now or in an interrupted earlier run).
+    let mut unpaused = Vec::new();
+    for p in cluster.providers().await? {
+        if paused_by_us(&p) {
+            cluster
+                .patch_provider(
+                    &p,
+                    &json!({"metadata": {"annotations": {PAUSED_BY_ANNOTATION: null}}, "spec": {"paused": false}}),
+                )
+                .await?;
+            unpaused.push(Target::of(&p, None, Want::Ready));
+        }
+    }
+    eprintln!("unpausing {} providers", unpaused.len());
+    progress::wait(
+        cluster,
+        &unpaused,
+        args.timeout,
+        "the providers to be Ready",
+    )
+    .await?;
+    say!("every provider follows contract {contract}");
+    Ok(())
+}
+
+/// Runs `upgrade`.
+pub async fn run(cmd: &Command, flags: &ClusterFlags) -> anyhow::Result<()> {
+    let cluster = Cluster::connect(flags).await?;
+    match cmd {
+        Command::Plan(a) => plan_cmd(a, &cluster).await,
+        Command::Apply(a) => apply_cmd(a, &cluster).await,
+    }
+}
