@@ -29,21 +29,12 @@ fn read_provider(file: &Path) -> anyhow::Result<AnyProvider> {
 }
 
 fn read_variables(file: Option<&Path>) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut vars = BTreeMap::new();
-    let Some(file) = file else { return Ok(vars) };
+    let Some(file) = file else {
+        return Ok(BTreeMap::new());
+    };
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let Some((k, v)) = line.split_once('=') else {
-            bail!("{}:{}: expected KEY=VALUE", file.display(), i + 1);
-        };
-        vars.insert(k.trim().to_string(), v.to_string());
-    }
-    Ok(vars)
+    capi_components::variables::parse(&text).map_err(|e| anyhow::anyhow!("{}:{e}", file.display()))
 }
 
 /// Reads `--additional-manifests`: the text of a ConfigMap's `manifests` key when the file is

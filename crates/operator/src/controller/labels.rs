@@ -30,24 +30,7 @@ pub fn matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> b
 }
 
 /// The selector in the API's string form, for list calls.
-pub fn to_query(selector: &LabelSelector) -> String {
-    let mut parts = Vec::new();
-    for (k, v) in selector.match_labels.iter().flatten() {
-        parts.push(format!("{k}={v}"));
-    }
-    for e in selector.match_expressions.iter().flatten() {
-        let values = e.values.as_deref().unwrap_or(&[]).join(",");
-        match e.operator.as_str() {
-            "In" => parts.push(format!("{} in ({values})", e.key)),
-            "NotIn" => parts.push(format!("{} notin ({values})", e.key)),
-            "Exists" => parts.push(e.key.clone()),
-            "DoesNotExist" => parts.push(format!("!{}", e.key)),
-            // Unknown operators select nothing; an impossible pair of requirements says so.
-            _ => parts.push(format!("{0},!{0}", e.key)),
-        }
-    }
-    parts.join(",")
-}
+pub use capi_components::source::configmap::selector_query as to_query;
 
 #[cfg(test)]
 mod tests {

@@ -50,20 +50,7 @@ impl KubeConfigMaps {
 }
 
 /// The parts of a ConfigMap the engine reads.
-pub fn data_of(cm: &ConfigMap) -> ConfigMapData {
-    ConfigMapData {
-        name: cm.metadata.name.clone().unwrap_or_default(),
-        labels: cm.metadata.labels.clone().unwrap_or_default(),
-        annotations: cm.metadata.annotations.clone().unwrap_or_default(),
-        data: cm.data.clone().unwrap_or_default(),
-        binary_data: cm
-            .binary_data
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), v.0.clone()))
-            .collect(),
-    }
-}
+pub use capi_components::source::configmap::from_configmap as data_of;
 
 fn kube_to_source(what: &str, e: kube::Error) -> SourceError {
     match e {
@@ -278,10 +265,7 @@ pub fn reads_secret(p: &AnyProvider, namespace: &str, name: &str) -> bool {
 
 /// The components file a provider's release uses when the source does not name one.
 pub fn default_components_file(t: ProviderType, name: &str) -> String {
-    capi_components::defaults::default_repository(t, name)
-        .map(|d| d.components_file.to_string())
-        .filter(|f| !f.is_empty())
-        .unwrap_or_else(|| t.components_file().to_string())
+    capi_components::defaults::components_file(t, name).to_string()
 }
 
 /// A release source of any kind.
