@@ -70,8 +70,25 @@ integration: control-plane ## Integration tests against one shared local control
 	CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl CAPI_HELM=$$($(SCRIPTS)/helm.sh) \
 	  $(CARGO) test --workspace --no-fail-fast --test '*'
 
+.PHONY: fuzz-short
+fuzz-short: ## A short coverage-guided fuzzing run (20 s per target; needs nightly Rust).
+	@$(SCRIPTS)/fuzz.sh 20
+
+.PHONY: fuzz
+fuzz: ## The long fuzzing run (FUZZ_SECONDS per target, default 300); results in docs/hardening.md.
+	@$(SCRIPTS)/fuzz.sh $${FUZZ_SECONDS:-300}
+
+.PHONY: soak
+soak: control-plane ## Long fault injection: SOAK_RUNS (default 25) seeded kills per flow, apiserver restart.
+	@dir=$$(mktemp -u -t capi-soak-XXXXXX); \
+	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true' EXIT; \
+	kc=$$($(SCRIPTS)/cluster-up.sh --dir $$dir); \
+	CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl \
+	CAPI_KILL_RUNS=$${SOAK_RUNS:-25} CAPI_KILL_SEED=$${SOAK_SEED:-$$(date +%s)} \
+	  $(CARGO) test -p capi-provider-operator --test lifecycle_kill -- --nocapture
+
 .PHONY: test
-test: deps fmt-check clippy check-generated unit integration ## Everything CI runs.
+test: deps fmt-check clippy check-generated unit integration fuzz-short ## Everything CI runs.
 
 .PHONY: demo
 demo: deps control-plane ## The operator demo: local control plane, CRDs, operator, sample providers until Ready.
