@@ -268,6 +268,19 @@ fn invalid(what: &str, reason: &str) -> CustomizeError {
     }
 }
 
+/// Sets `key` of the object `target`, refusing a target that is not an object (a malformed
+/// release) instead of panicking as `Value`'s index assignment would.
+fn set(target: &mut Value, what: &str, key: &str, value: Value) -> Result<(), CustomizeError> {
+    if target.is_null() {
+        *target = json!({});
+    }
+    target
+        .as_object_mut()
+        .ok_or_else(|| invalid(what, "is not a mapping"))?
+        .insert(key.to_string(), value);
+    Ok(())
+}
+
 fn to_value<T: serde::Serialize>(what: &str, v: &T) -> Result<Value, CustomizeError> {
     serde_json::to_value(v).map_err(|e| invalid(what, &e.to_string()))
 }
@@ -281,25 +294,38 @@ pub fn customize_deployment(
 ) -> Result<(), CustomizeError> {
     if let Some(d) = spec {
         if let Some(r) = d.replicas {
-            deployment["spec"]["replicas"] = json!(r);
+            let dspec = deployment
+                .get_mut("spec")
+                .ok_or_else(|| invalid("deployment", "no spec"))?;
+            set(dspec, "deployment spec", "replicas", json!(r))?;
         }
         let pod = deployment
             .pointer_mut("/spec/template/spec")
             .ok_or_else(|| invalid("deployment", "no spec.template.spec"))?;
         if let Some(ns) = &d.node_selector {
-            pod["nodeSelector"] = to_value("nodeSelector", ns)?;
+            set(
+                pod,
+                "pod spec",
+                "nodeSelector",
+                to_value("nodeSelector", ns)?,
+            )?;
         }
         if let Some(t) = &d.tolerations {
-            pod["tolerations"] = to_value("tolerations", t)?;
+            set(pod, "pod spec", "tolerations", to_value("tolerations", t)?)?;
         }
         if let Some(a) = &d.affinity {
-            pod["affinity"] = to_value("affinity", a)?;
+            set(pod, "pod spec", "affinity", to_value("affinity", a)?)?;
         }
         if let Some(sa) = &d.service_account_name {
-            pod["serviceAccountName"] = json!(sa);
+            set(pod, "pod spec", "serviceAccountName", json!(sa))?;
         }
         if let Some(s) = &d.image_pull_secrets {
-            pod["imagePullSecrets"] = to_value("imagePullSecrets", s)?;
+            set(
+                pod,
+                "pod spec",
+                "imagePullSecrets",
+                to_value("imagePullSecrets", s)?,
+            )?;
         }
     }
     let containers = deployment
@@ -323,16 +349,16 @@ pub fn customize_deployment(
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string();
-                c["image"] = json!(alter_image(&cur, &meta));
+                set(c, "container", "image", json!(alter_image(&cur, &meta)))?;
             }
             if let Some(env) = &o.env {
                 merge_env(c, env)?;
             }
             if let Some(r) = &o.resources {
-                c["resources"] = to_value("resources", r)?;
+                set(c, "container", "resources", to_value("resources", r)?)?;
             }
             if let Some(cmd) = &o.command {
-                c["command"] = json!(cmd);
+                set(c, "container", "command", json!(cmd))?;
             }
         }
         let is_manager = name == "manager" || single;
@@ -351,7 +377,7 @@ pub fn customize_deployment(
                 over.and_then(|o| o.args.as_ref()),
                 if is_manager { manager } else { None },
             );
-            c["args"] = json!(args);
+            set(c, "container", "args", json!(args))?;
         }
     }
     Ok(())
@@ -361,6 +387,33 @@ pub fn customize_deployment(
 mod tests {
     use super::*;
     use capi_operator_api::ProviderSpec;
+
+    /// Found by the `pipeline` fuzz target: a Deployment whose spec (or pod spec, or a
+    /// container) is not a mapping made the index assignments panic.
+    #[test]
+    fn malformed_deployments_are_errors_not_panics() {
+        let spec: DeploymentSpec = serde_json::from_value(json!({
+            "replicas": 2,
+            "nodeSelector": {"a": "b"},
+            "containers": [{"name": "manager", "image": "example.com/x:v1", "command": ["x"]}]
+        }))
+        .unwrap();
+        for bad in [
+            json!({"kind": "Deployment", "spec": "r [[[ m[ S[emory["}),
+            json!({"kind": "Deployment", "spec": {"template": {"spec": 5}}}),
+        ] {
+            let mut d = bad.clone();
+            assert!(
+                customize_deployment(&mut d, Some(&spec), None).is_err(),
+                "{bad} should be refused"
+            );
+        }
+        // A lone container that is not a mapping, given manager flags.
+        let manager: ManagerSpec = serde_json::from_value(json!({"verbosity": 3})).unwrap();
+        let mut d =
+            json!({"kind": "Deployment", "spec": {"template": {"spec": {"containers": [7]}}}});
+        assert!(customize_deployment(&mut d, None, Some(&manager)).is_err());
+    }
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
