@@ -121,6 +121,10 @@ pub enum Error {
     /// Applying failed temporarily.
     #[error("{0}")]
     Apply(ApplyError),
+    /// A bug: the reconcile panicked. Caught so that one bad provider cannot take the
+    /// operator (and every other provider) down; retried with backoff.
+    #[error("internal error (panic) while reconciling: {0}")]
+    Panic(String),
 }
 
 /// A configuration problem: which condition it goes on, its reason and message.
@@ -174,7 +178,22 @@ fn source_failed(condition: &'static str, e: SourceError) -> Step {
 pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
     let kind = AnyProvider::from(obj.as_ref()).provider_type.kind();
-    let result = reconcile_once(obj, ctx.clone()).await;
+    let result = match futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+        reconcile_once(obj, ctx.clone()),
+    ))
+    .await
+    {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            tracing::error!(kind, panic = %what, "reconcile panicked; retrying with backoff");
+            Err(Error::Panic(what))
+        }
+    };
     ctx.opts
         .metrics
         .reconciled(kind, result.is_ok(), started.elapsed());
