@@ -174,6 +174,9 @@ fn source_failed(condition: &'static str, e: SourceError) -> Step {
     }
 }
 
+/// How soon a provider waiting for the core provider looks again.
+const WAIT_FOR_CORE_RECHECK: Duration = Duration::from_secs(5);
+
 /// Reconciles one provider object, recording the reconcile in the metrics.
 pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
@@ -266,7 +269,15 @@ async fn reconcile_once<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Actio
             if pb.condition == PREFLIGHT_CHECK_PASSED {
                 mark_not_installed_unless_installed(&mut status, generation);
             }
-            (Action::requeue(ctx.opts.config_retry), None)
+            // Waiting for the core provider is not a configuration problem. A change of the
+            // core provider wakes this one at once, but that event can arrive before the cache
+            // this check reads has seen it; a short re-check closes that gap.
+            let after = if pb.reason == super::preflight::reason::WAITING_FOR_CORE {
+                ctx.opts.config_retry.min(WAIT_FOR_CORE_RECHECK)
+            } else {
+                ctx.opts.config_retry
+            };
+            (Action::requeue(after), None)
         }
         Step::Transient(e, pb) => {
             warn!(provider = %provider_key(&p), error = %e, "temporary failure; retrying with backoff");
