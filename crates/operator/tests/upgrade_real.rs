@@ -43,21 +43,13 @@ const PROVIDERS: [(&str, &str, &str, &str, &str); 3] = [
     ),
 ];
 
-const PATCHES: &str = r#"  patches:
-    - target: {group: admissionregistration.k8s.io, kind: ValidatingWebhookConfiguration}
-      patch: '[{"op": "remove", "path": "/webhooks"}]'
-    - target: {group: admissionregistration.k8s.io, kind: MutatingWebhookConfiguration}
-      patch: '[{"op": "remove", "path": "/webhooks"}]'
-    - target: {group: apiextensions.k8s.io, kind: CustomResourceDefinition}
-      patch: '{"spec": {"conversion": {"strategy": "None", "webhook": null}}}'
-"#;
-
 fn manifest(version: &str) -> String {
+    let patches = capi_test_support::indent(capi_test_support::NEUTRALIZING_PATCHES, 2);
     PROVIDERS
         .iter()
         .map(|(kind, ns, name, label, _)| {
             format!(
-                "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  version: {version}\n  fetchConfig:\n    selector:\n      matchLabels:\n        provider.cluster.x-k8s.io/name: {label}\n{PATCHES}"
+                "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  version: {version}\n  fetchConfig:\n    selector:\n      matchLabels:\n        provider.cluster.x-k8s.io/name: {label}\n{patches}"
             )
         })
         .collect::<Vec<_>>()

@@ -48,14 +48,7 @@ const PROVIDERS: [(&str, &str, &str, &str, &str, &str); 3] = [
     ),
 ];
 
-const SPEC: &str = r#"patches:
-- target: {group: admissionregistration.k8s.io, kind: ValidatingWebhookConfiguration}
-  patch: '[{"op": "remove", "path": "/webhooks"}]'
-- target: {group: admissionregistration.k8s.io, kind: MutatingWebhookConfiguration}
-  patch: '[{"op": "remove", "path": "/webhooks"}]'
-- target: {group: apiextensions.k8s.io, kind: CustomResourceDefinition}
-  patch: '{"spec": {"conversion": {"strategy": "None", "webhook": null}}}'
-"#;
+const SPEC: &str = capi_test_support::NEUTRALIZING_PATCHES;
 
 const INVENTORY_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition

@@ -57,6 +57,25 @@ static CLUSTER: OnceLock<Result<TestCluster, String>> = OnceLock::new();
 static PRIVATE: OnceLock<Result<TestCluster, String>> = OnceLock::new();
 static NS_COUNTER: AtomicU32 = AtomicU32::new(0);
 
+/// A provider spec fragment for the real Cluster API releases on the local control plane: it
+/// has no cert-manager and kwok's pods serve nothing, so the releases' webhooks could never
+/// answer. The patches empty the webhook configurations and turn CRD conversion off, as an
+/// admin would on such a cluster. Unindented (`patches:` at column 0).
+pub const NEUTRALIZING_PATCHES: &str = r#"patches:
+- target: {group: admissionregistration.k8s.io, kind: ValidatingWebhookConfiguration}
+  patch: '[{"op": "remove", "path": "/webhooks"}]'
+- target: {group: admissionregistration.k8s.io, kind: MutatingWebhookConfiguration}
+  patch: '[{"op": "remove", "path": "/webhooks"}]'
+- target: {group: apiextensions.k8s.io, kind: CustomResourceDefinition}
+  patch: '{"spec": {"conversion": {"strategy": "None", "webhook": null}}}'
+"#;
+
+/// `text` with every line indented by `n` spaces.
+pub fn indent(text: &str, n: usize) -> String {
+    let pad = " ".repeat(n);
+    text.lines().map(|l| format!("{pad}{l}\n")).collect()
+}
+
 /// Root of the workspace (two levels above this crate).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
