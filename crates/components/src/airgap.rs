@@ -63,27 +63,26 @@ fn valid_label_value(v: &str) -> bool {
         && v.chars().last().is_none_or(|c| c.is_ascii_alphanumeric())
 }
 
-/// The ConfigMap holding `release` of the provider of type `t` named `name` in `namespace`.
-pub fn release_configmap(
-    t: ProviderType,
-    name: &str,
-    namespace: &str,
+/// The air-gapped layout of one release: `data` (metadata, and components up to 1 MiB),
+/// `binaryData` (gzip-compressed components above 1 MiB) and the annotations that say so.
+/// Both the ConfigMaps `preload` writes and the operator's release cache use it.
+#[allow(clippy::type_complexity)]
+pub fn release_data(
     release: &Release,
-) -> Result<ConfigMap, SourceError> {
-    if !valid_label_value(&release.version) {
-        return Err(SourceError::Invalid(format!(
-            "version {:?} cannot be a label value",
-            release.version
-        )));
-    }
-    let mut l = labels(t, name);
-    l.insert(CONFIGMAP_VERSION_LABEL.to_string(), release.version.clone());
+) -> Result<
+    (
+        BTreeMap<String, String>,
+        BTreeMap<String, ByteString>,
+        BTreeMap<String, String>,
+    ),
+    SourceError,
+> {
     let mut data = BTreeMap::from([("metadata".to_string(), release.metadata.clone())]);
     let mut binary = BTreeMap::new();
     let mut annotations = BTreeMap::new();
     if release.metadata.len() + release.components.len() > COMPRESS_ABOVE {
         let compress = |e: std::io::Error| {
-            SourceError::Invalid(format!("compressing {name} {}: {e}", release.version))
+            SourceError::Invalid(format!("compressing release {}: {e}", release.version))
         };
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
         gz.write_all(release.components.as_bytes())
@@ -99,6 +98,25 @@ pub fn release_configmap(
     } else {
         data.insert("components".to_string(), release.components.clone());
     }
+    Ok((data, binary, annotations))
+}
+
+/// The ConfigMap holding `release` of the provider of type `t` named `name` in `namespace`.
+pub fn release_configmap(
+    t: ProviderType,
+    name: &str,
+    namespace: &str,
+    release: &Release,
+) -> Result<ConfigMap, SourceError> {
+    if !valid_label_value(&release.version) {
+        return Err(SourceError::Invalid(format!(
+            "version {:?} cannot be a label value",
+            release.version
+        )));
+    }
+    let mut l = labels(t, name);
+    l.insert(CONFIGMAP_VERSION_LABEL.to_string(), release.version.clone());
+    let (data, binary, annotations) = release_data(release)?;
     Ok(ConfigMap {
         metadata: ObjectMeta {
             name: Some(configmap_name(t, name, &release.version)),

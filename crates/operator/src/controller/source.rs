@@ -1,7 +1,7 @@
 //! Choosing a provider's release source from its spec, reading ConfigMaps for the air-gapped
 //! layout, and caching fetched releases in the cluster so a restart does not fetch again.
 
-use std::{collections::BTreeMap, io::Write};
+use std::collections::BTreeMap;
 
 use capi_components::source::{
     ReleaseSource, SourceError,
@@ -11,10 +11,8 @@ use capi_components::source::{
     http::HttpConfig,
     oci::{OciConfig, OciCredentials, OciReference, OciSource},
 };
-use capi_operator_api::{
-    AnyProvider, CONFIGMAP_COMPRESSED_ANNOTATION, CONFIGMAP_VERSION_LABEL, ProviderType,
-};
-use k8s_openapi::{ByteString, api::core::v1::ConfigMap};
+use capi_operator_api::{AnyProvider, CONFIGMAP_VERSION_LABEL, ProviderType};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, Client,
     api::{ListParams, ObjectMeta, PostParams},
@@ -27,10 +25,6 @@ pub const RELEASE_CACHE_LABEL: &str = "management.cluster.x-k8s.io/release-cache
 
 /// Annotation on a release cache entry naming the source it was fetched from.
 pub const RELEASE_SOURCE_ANNOTATION: &str = "management.cluster.x-k8s.io/release-source";
-
-/// Above this size (metadata + components) cached components are gzip-compressed, as in the
-/// specification's air-gapped layout.
-const COMPRESS_ABOVE: usize = 1024 * 1024;
 
 /// Reads the ConfigMaps a selector picks in one namespace.
 #[derive(Clone)]
@@ -177,23 +171,8 @@ impl ReleaseCache {
         let mut labels = BTreeMap::new();
         labels.insert(RELEASE_CACHE_LABEL.to_string(), "true".to_string());
         labels.insert(CONFIGMAP_VERSION_LABEL.to_string(), release.version.clone());
-        let mut annotations = BTreeMap::new();
+        let (data, binary, mut annotations) = capi_components::airgap::release_data(release)?;
         annotations.insert(RELEASE_SOURCE_ANNOTATION.to_string(), key.to_string());
-        let mut data = BTreeMap::new();
-        let mut binary = BTreeMap::new();
-        data.insert("metadata".to_string(), release.metadata.clone());
-        if release.metadata.len() + release.components.len() > COMPRESS_ABOVE {
-            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-            gz.write_all(release.components.as_bytes())
-                .map_err(|e| SourceError::Invalid(format!("compressing the release: {e}")))?;
-            let bytes = gz
-                .finish()
-                .map_err(|e| SourceError::Invalid(format!("compressing the release: {e}")))?;
-            binary.insert("components".to_string(), ByteString(bytes));
-            annotations.insert(CONFIGMAP_COMPRESSED_ANNOTATION.to_string(), "true".into());
-        } else {
-            data.insert("components".to_string(), release.components.clone());
-        }
         let cm = ConfigMap {
             metadata: ObjectMeta {
                 name: Some(name),
