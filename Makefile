@@ -40,7 +40,7 @@ fmt-check:
 
 .PHONY: clippy
 clippy:
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
 .PHONY: crds
 crds: ## Regenerate manifests/crds from the Rust types.
@@ -70,6 +70,10 @@ integration: control-plane ## Integration tests against one shared local control
 	CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl CAPI_HELM=$$($(SCRIPTS)/helm.sh) \
 	  $(CARGO) test --workspace --no-fail-fast --test '*'
 
+.PHONY: docs-check
+docs-check: control-plane ## Run every command README.md, docs/ and examples/ show, as written, on private local control planes.
+	@python3 $(SCRIPTS)/docs-check.py
+
 .PHONY: fuzz-short
 fuzz-short: ## A short coverage-guided fuzzing run (20 s per target; needs nightly Rust).
 	@$(SCRIPTS)/fuzz.sh 20
@@ -88,7 +92,7 @@ soak: control-plane ## Long fault injection: SOAK_RUNS (default 25) seeded kills
 	  $(CARGO) test -p capi-provider-operator --test lifecycle_kill -- --nocapture
 
 .PHONY: test
-test: deps fmt-check clippy check-generated unit integration fuzz-short ## Everything CI runs.
+test: deps fmt-check clippy check-generated unit integration docs-check fuzz-short ## Everything CI runs.
 
 .PHONY: demo
 demo: deps control-plane ## The operator demo: local control plane, CRDs, operator, sample providers until Ready.

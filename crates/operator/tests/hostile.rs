@@ -88,16 +88,7 @@ async fn hostile_releases_change_nothing_installed() -> TestResult {
     let client = cluster.client().await?;
     cluster.ensure_namespace("hostile-core")?;
     cluster.ensure_namespace(NS)?;
-    release_configmap_from_dir(
-        &client,
-        "hostile-core",
-        &samples(),
-        "sample-core",
-        "v0.2.0",
-        "core-components.yaml",
-        &[("provider.cluster.x-k8s.io/name", "sample-core")],
-    )
-    .await?;
+    load_core(cluster, &client, "hostile-core").await?;
     release_configmap_from_dir(
         &client,
         NS,

@@ -30,12 +30,6 @@ impl Drop for Registry {
     }
 }
 
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 async fn start_registry() -> Result<Registry, Box<dyn std::error::Error>> {
     let bin = std::env::var_os("CAPI_DOCKER_REGISTRY")
         .map(PathBuf::from)

@@ -62,21 +62,11 @@ spec:
     )
 }
 
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
+/// The operator's /metrics text (empty when it does not answer).
 fn metrics(port: u16) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return String::new();
-    };
-    let _ = write!(s, "GET /metrics HTTP/1.0\r\n\r\n");
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    text
+    get(port, "/metrics")
+        .map(|(_, body)| body)
+        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -86,16 +76,7 @@ async fn secret_values_stay_out_of_logs_events_status_metrics_and_caches() -> Te
     cluster.install_crds()?;
     cluster.ensure_namespace(NS)?;
     let client = cluster.client().await?;
-    release_configmap_from_dir(
-        &client,
-        NS,
-        &samples(),
-        "sample-core",
-        "v0.2.0",
-        "core-components.yaml",
-        &[("provider.cluster.x-k8s.io/name", "sample-core")],
-    )
-    .await?;
+    load_core(cluster, &client, NS).await?;
     let port = free_port()?;
     let addr = format!("127.0.0.1:{port}");
     let operator = capi_test_support::OperatorProcess::start_with_env(

@@ -9,10 +9,7 @@ use anyhow::{Context, bail};
 use capi_components::{
     airgap, defaults, pipeline,
     source::{
-        SourceError,
-        configmap::{
-            ConfigMapData, ConfigMapReader, ConfigMapSource, from_configmap, selector_query,
-        },
+        configmap::{ConfigMapSource, selector_query},
         fetch_release,
         github::{GitHubSource, GitHubUrl},
         gitlab::{GitLabSource, GitLabUrl},
@@ -43,36 +40,7 @@ pub struct SourceFlags {
     pub github_api_url: Option<String>,
 }
 
-/// Reads the ConfigMaps a selector picks in one namespace.
-#[derive(Clone)]
-pub struct KubeConfigMaps {
-    api: Api<ConfigMap>,
-    selector: String,
-}
-
-impl KubeConfigMaps {
-    /// The ConfigMaps of `namespace` matching the label query `selector`.
-    pub fn new(client: Client, namespace: &str, selector: String) -> KubeConfigMaps {
-        KubeConfigMaps {
-            api: Api::namespaced(client, namespace),
-            selector,
-        }
-    }
-}
-
-impl ConfigMapReader for KubeConfigMaps {
-    async fn list(&self) -> Result<Vec<ConfigMapData>, SourceError> {
-        let list = self
-            .api
-            .list(&ListParams::default().labels(&self.selector))
-            .await
-            .map_err(|e| SourceError::Transient {
-                what: "the release ConfigMaps".into(),
-                reason: e.to_string(),
-            })?;
-        Ok(list.items.iter().map(from_configmap).collect())
-    }
-}
+pub use capi_kube_configmaps::KubeConfigMaps;
 
 /// A release source of any kind, ConfigMaps read through the cluster.
 pub type AnySource = capi_components::source::any::AnySource<KubeConfigMaps>;

@@ -15,70 +15,18 @@ use capi_operator_api::{AnyProvider, CONFIGMAP_VERSION_LABEL, ProviderType};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, Client,
-    api::{ListParams, ObjectMeta, PostParams},
+    api::{ObjectMeta, PostParams},
 };
 
 use super::labels;
 
-/// Label on the ConfigMaps the operator caches fetched releases in.
-pub const RELEASE_CACHE_LABEL: &str = "management.cluster.x-k8s.io/release-cache";
+pub use capi_kube_configmaps::{KubeConfigMaps, RELEASE_CACHE_LABEL, kube_to_source};
 
 /// Annotation on a release cache entry naming the source it was fetched from.
 pub const RELEASE_SOURCE_ANNOTATION: &str = "management.cluster.x-k8s.io/release-source";
 
-/// Reads the ConfigMaps a selector picks in one namespace.
-#[derive(Clone)]
-pub struct KubeConfigMaps {
-    api: Api<ConfigMap>,
-    selector: String,
-}
-
-impl KubeConfigMaps {
-    /// ConfigMaps of `namespace` matching `selector` (API string form).
-    pub fn new(client: Client, namespace: &str, selector: String) -> KubeConfigMaps {
-        KubeConfigMaps {
-            api: Api::namespaced(client, namespace),
-            selector,
-        }
-    }
-}
-
 /// The parts of a ConfigMap the engine reads.
 pub use capi_components::source::configmap::from_configmap as data_of;
-
-fn kube_to_source(what: &str, e: kube::Error) -> SourceError {
-    match e {
-        kube::Error::Api(s) if s.code == 403 => SourceError::Unauthorized(what.to_string()),
-        kube::Error::Api(s) if s.code == 404 => SourceError::NotFound(what.to_string()),
-        e => SourceError::Transient {
-            what: what.to_string(),
-            reason: e.to_string(),
-        },
-    }
-}
-
-impl ConfigMapReader for KubeConfigMaps {
-    async fn list(&self) -> Result<Vec<ConfigMapData>, SourceError> {
-        let lp = ListParams::default().labels(&self.selector);
-        let list = self
-            .api
-            .list(&lp)
-            .await
-            .map_err(|e| kube_to_source("the selected ConfigMaps", e))?;
-        Ok(list
-            .items
-            .iter()
-            // The operator's own release cache never stands for a user's air-gapped release.
-            .filter(|cm| {
-                cm.metadata
-                    .labels
-                    .as_ref()
-                    .is_none_or(|l| !l.contains_key(RELEASE_CACHE_LABEL))
-            })
-            .map(data_of)
-            .collect())
-    }
-}
 
 /// One cached ConfigMap, read through the air-gapped source so both share one decoder.
 struct Single(ConfigMapData);

@@ -180,3 +180,58 @@ pub async fn wait_condition(
         .into()
     })
 }
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// A GET on 127.0.0.1:`port` with a bare HTTP/1.0 request: (status, body).
+pub fn get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// The sample core provider in `ns`, read from the ConfigMaps `load_core` writes.
+pub fn core_provider(ns: &str, version: &str, verbosity: u32) -> String {
+    format!(
+        "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: CoreProvider\nmetadata:\n  name: cluster-api\n  namespace: {ns}\nspec:\n  version: {version}\n  manager:\n    verbosity: {verbosity}\n  fetchConfig:\n    selector:\n      matchLabels:\n        provider.cluster.x-k8s.io/name: sample-core\n"
+    )
+}
+
+/// Loads the sample core release v0.2.0 into ConfigMaps of `ns` (once).
+pub async fn load_core(cluster: &TestCluster, client: &Client, ns: &str) -> TestResult {
+    cluster.ensure_namespace(ns)?;
+    let have = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), ns)
+        .get_opt("sample-core-v0.2.0")
+        .await?;
+    if have.is_none() {
+        release_configmap_from_dir(
+            client,
+            ns,
+            &samples(),
+            "sample-core",
+            "v0.2.0",
+            "core-components.yaml",
+            &[("provider.cluster.x-k8s.io/name", "sample-core")],
+        )
+        .await?;
+    }
+    Ok(())
+}

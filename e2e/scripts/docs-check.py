@@ -1,0 +1,420 @@
+#!/usr/bin/env python3
+"""Runs every command the README and docs/ show, as written (`make docs-check`, part of `make test`).
+
+Every fenced ``sh`` block of README.md, docs/*.md and examples/**/README.md must be preceded by a
+directive in an HTML comment (invisible when rendered):
+
+    <!-- check: run needs=cluster,operator expect="^ok$" -->
+    <!-- check: run needs=fresh exclude="make test" why="the CI command that runs this check" -->
+    <!-- check: skip why="..." -->
+
+The block is then run with bash (`set -euo pipefail`) from the repository root, after the
+harness has made what `needs` names exist:
+
+    fresh        no cluster: stop whatever the harness or an earlier block started
+    cluster      the local control plane (`make cluster-up` in a private CAPI_CLUSTER_DIR), KUBECONFIG set
+    crds         the provider CRDs (manifests/crds)
+    cert-manager cert-manager's CRDs (from the shared test data), as Cluster API releases expect
+    github       a local GitHub-compatible server (capi-fake-github) serving the real Cluster API
+                 releases as kubernetes-sigs/cluster-api; CAPI_PROVIDERS_GITHUB_API_URL points at it
+    operator     the operator running against the cluster (`capi-provider-operator run`), with the
+                 provider CRDs and, when `github` is up, `--github-api-url` pointing at it
+    shared       the real releases in ../shared/testdata (CAPI_SHARED_DIR overrides); without them the
+                 block is reported SKIPPED, loudly
+
+`after=down` says the block stops the cluster itself. `expect` is a regular expression the
+output must match. `exclude` drops the lines starting with that command, which `why` must cover.
+
+Every document starts on a fresh cluster. Inline commands (`make help`, ...) outside the blocks
+are checked too: each is run here, is a line of a block that ran, or is listed in INLINE with
+what covers it. A block without a directive, or an inline command nobody covers, fails the check.
+Files a block creates in the repository (core.yaml, ...) are removed afterwards.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SCRIPTS = os.path.join(ROOT, "e2e", "scripts")
+TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.expanduser("~/.cache/capi-provider-operator/target")
+BIN = os.path.join(TARGET, "debug")
+BLOCK_TIMEOUT = 900
+
+# Inline commands that are not lines of a block: what runs them. "run" entries are run here
+# as written; the others name the test or the recorded run that covers them.
+INLINE = {
+    "make help": ("run", None),
+    "capi-provider-operator run --help": ("run", None),
+    "cargo build -p capi-plugin": ("run", None),
+    "kubectl api-resources --categories capi-providers": ("run", ["crds"]),
+    "make docs-check": ("covered", "this check"),
+    "kubectl capi-providers": ("name", "the plugin; its block in the README runs it"),
+    "kubectl capi-providers preload": ("name", "the subcommand; its block in docs/user-guide.md runs it"),
+    "make docs": ("run-then-diff", "docs/api-reference.md"),
+    "make crds": ("run-then-diff", "manifests/crds"),
+    "make test": ("covered", "the CI command (.ci/run); this check is one of its steps"),
+    "make fuzz-short": ("covered", "a step of make test"),
+    "make fuzz": ("covered", "long run, by hand; results and dates in docs/hardening.md"),
+    "make soak": ("covered", "long run, by hand; results and dates in docs/hardening.md"),
+    "make soak SOAK_RUNS=25 SOAK_SEED=4242": ("covered", "run by hand; results in docs/hardening.md"),
+    "make bench": ("covered", "run by hand; figures and dates in the README's Benchmarks"),
+    "docker build -t capi-provider-operator:dev .": (
+        "covered",
+        "not run: no container runtime on the CI machines; crates/operator/tests/image.rs checks "
+        "the Dockerfile and runs the binary as the image's Deployment would",
+    ),
+    "capi-provider-operator render": ("name", "the subcommand; its block runs below it"),
+    "capi-provider-operator run": ("name", "the subcommand; make demo runs it"),
+    "capi-provider-operator api-docs": ("name", "the subcommand behind make docs"),
+    "kubectl capi-providers migrate": ("name", "crates/plugin/tests/e2e_migrate.rs"),
+    "kubectl describe deployment -n <ns>": ("template", "kubectl describe deployment -n kube-system"),
+}
+INLINE_PREFIX = re.compile(r"^(make|kubectl|cargo|capi-provider-operator|helm|docker|bash|python3)\s")
+DOCS = ["README.md"] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))) + sorted(
+    glob.glob(os.path.join(ROOT, "examples", "**", "README.md"), recursive=True)
+)
+DIRECTIVE = re.compile(r"^<!--\s*check:\s*(.*?)\s*-->\s*$")
+FENCE = re.compile(r"^```\s*([A-Za-z]*)\s*$")
+SHELL_LANGS = {"sh", "bash", "shell", "console"}
+
+
+class Failure(Exception):
+    pass
+
+
+def say(msg: str) -> None:
+    print(f"\n\033[1m== {msg}\033[0m", flush=True)
+
+
+def parse_blocks(path: str):
+    """(line number, directive text or None, code) of every shell block of `path`."""
+    blocks = []
+    lines = open(path, encoding="utf-8").read().splitlines()
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        lang, start = m.group(1), i
+        j = i + 1
+        while j < len(lines) and not lines[j].startswith("```"):
+            j += 1
+        if lang in SHELL_LANGS:
+            k = start - 1
+            while k >= 0 and not lines[k].strip():
+                k -= 1
+            d = DIRECTIVE.match(lines[k]) if k >= 0 else None
+            blocks.append((start + 1, d.group(1) if d else None, "\n".join(lines[start + 1 : j]) + "\n"))
+        i = j + 1
+    return blocks
+
+
+def parse_directive(text: str) -> dict:
+    words = shlex.split(text)
+    if not words or words[0] not in ("run", "skip"):
+        raise Failure(f"directive must start with run or skip: {text!r}")
+    d = {"action": words[0], "needs": [], "expect": None, "exclude": None, "why": None, "after": None}
+    for w in words[1:]:
+        key, _, value = w.partition("=")
+        if key == "needs":
+            d["needs"] = [n for n in value.split(",") if n]
+        elif key in ("expect", "exclude", "why", "after"):
+            d[key] = value
+        else:
+            raise Failure(f"unknown directive key {key!r} in {text!r}")
+    unknown = set(d["needs"]) - {"fresh", "cluster", "crds", "cert-manager", "github", "operator", "shared"}
+    if unknown:
+        raise Failure(f"unknown needs {sorted(unknown)} in {text!r}")
+    if d["action"] == "skip" and not d["why"]:
+        raise Failure(f"skip needs a why: {text!r}")
+    if d["exclude"] and not d["why"]:
+        raise Failure(f"exclude needs a why: {text!r}")
+    return d
+
+
+def command_lines(code: str):
+    """The commands of a block: its lines without comments, heredoc bodies and continuations."""
+    out, heredoc, joined = [], None, ""
+    for line in code.splitlines():
+        if heredoc is not None:
+            if line.strip() == heredoc:
+                heredoc = None
+            continue
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        joined += stripped
+        if joined.endswith("\\"):
+            joined = joined[:-1] + " "
+            continue
+        m = re.search(r"<<-?'?(\w+)'?", joined)
+        if m:
+            heredoc = m.group(1)
+        out.append(" ".join(re.sub(r"\s+#.*$", "", joined).split()))
+        joined = ""
+    return out
+
+
+class Harness:
+    def __init__(self, shared: str | None):
+        self.tmp = tempfile.mkdtemp(prefix="capi-docs-check-")
+        self.cluster_dir = os.path.join(self.tmp, "cluster")
+        self.shared = shared
+        self.kubectl_dir = subprocess.run(
+            [os.path.join(SCRIPTS, "build.sh")], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        self.env = dict(os.environ)
+        self.env.update(
+            {
+                "CAPI_CLUSTER_DIR": self.cluster_dir,
+                "CARGO_TARGET_DIR": TARGET,
+                "PATH": os.pathsep.join([BIN, self.kubectl_dir, os.environ.get("PATH", "")]),
+            }
+        )
+        if shared:
+            self.env["CAPI_SHARED_DIR"] = shared
+        # As at a terminal: no outer make's flags ("Entering directory"), no credentials.
+        for k in ("KUBECONFIG", "CAPI_PROVIDERS_GITHUB_API_URL", "GITHUB_TOKEN", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
+            self.env.pop(k, None)
+        self.state: set[str] = set()
+
+    def sh(self, cmd: str, **kw) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-euo", "pipefail", "-c", cmd], cwd=ROOT, env=self.env, **kw)
+
+    def kubectl(self, *args: str) -> None:
+        subprocess.run(["kubectl", *args], env=self.env, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+
+    def down(self) -> None:
+        subprocess.run([os.path.join(SCRIPTS, "cluster-down.sh"), "--dir", self.cluster_dir], env=self.env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.env.pop("KUBECONFIG", None)
+        self.env.pop("CAPI_PROVIDERS_GITHUB_API_URL", None)
+        self.state.clear()
+
+    def background(self, name: str, argv: list[str]) -> subprocess.Popen:
+        """A process the cluster directory's pid files name, so `make cluster-down` stops it too."""
+        log = open(os.path.join(self.tmp, f"{name}.log"), "w")
+        p = subprocess.Popen(argv, env=self.env, stdout=subprocess.PIPE, stderr=log, text=True,
+                             start_new_session=True, cwd=ROOT)
+        with open(os.path.join(self.cluster_dir, f"docs-check-{name}.pid"), "w") as f:
+            f.write(str(p.pid))
+        return p
+
+    def ensure(self, needs: list[str]) -> None:
+        if "fresh" in needs:
+            self.down()
+        if "operator" in needs:
+            needs = ["crds", *needs]
+        wanted = [n for n in ("cluster", "crds", "cert-manager", "github", "operator") if n in needs]
+        if wanted and wanted[0] != "cluster":
+            wanted.insert(0, "cluster")
+        for n in wanted:
+            if n in self.state:
+                continue
+            if n == "cluster":
+                kc = self.sh("make -s cluster-up", capture_output=True, text=True, check=True).stdout
+                self.env["KUBECONFIG"] = kc.strip().splitlines()[-1]
+            elif n == "cert-manager":
+                self.kubectl("apply", "--server-side", "-f",
+                             os.path.join(self.shared, "testdata", "cert-manager", "crds.yaml"))
+            elif n == "github":
+                p = self.background("github", [
+                    os.path.join(BIN, "capi-fake-github"), "--dir",
+                    os.path.join(self.shared, "testdata", "providers"), "--repo",
+                    "kubernetes-sigs/cluster-api=cluster-api,bootstrap-kubeadm,control-plane-kubeadm",
+                ])
+                url = p.stdout.readline().strip() if p.stdout else ""
+                if not url.startswith("http"):
+                    raise Failure(f"capi-fake-github did not start (log {self.tmp}/github.log)")
+                self.env["CAPI_PROVIDERS_GITHUB_API_URL"] = url
+            elif n == "crds":
+                self.kubectl("apply", "--server-side", "-f", os.path.join(ROOT, "manifests", "crds"))
+                self.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", "-f",
+                             os.path.join(ROOT, "manifests", "crds"))
+            elif n == "operator":
+                argv = [os.path.join(BIN, "capi-provider-operator"), "run"]
+                if "github" in self.state:
+                    argv += ["--github-api-url", self.env["CAPI_PROVIDERS_GITHUB_API_URL"]]
+                self.background("operator", argv)
+            self.state.add(n)
+
+    def untracked(self) -> set[str]:
+        r = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                           capture_output=True, text=True)
+        return {line[3:] for line in r.stdout.splitlines() if line.startswith("?? ")}
+
+
+def self_test() -> None:
+    """The parser on a known text, so a broken parser cannot pass by finding nothing."""
+    text = (
+        "intro\n\n```sh\nmake a\n```\n\n<!-- check: run needs=cluster expect=\"^ok\" -->\n"
+        "```sh\ncat > f <<'YAML'\nkind: X\nYAML\nkubectl get \\\n  pods   # all\n```\n```yaml\nk: v\n```\n"
+    )
+    with tempfile.NamedTemporaryFile("w", suffix=".md", delete=False) as f:
+        f.write(text)
+    try:
+        blocks = parse_blocks(f.name)
+    finally:
+        os.remove(f.name)
+    assert [(b[0], b[1]) for b in blocks] == [(3, None), (8, 'run needs=cluster expect="^ok"')], blocks
+    assert command_lines(blocks[1][2]) == ["cat > f <<'YAML'", "kubectl get pods"], command_lines(blocks[1][2])
+    d = parse_directive(blocks[1][1])
+    assert d["needs"] == ["cluster"] and d["expect"] == "^ok", d
+    for bad in ("walk", "run needs=moon", "skip", "run exclude=x"):
+        try:
+            parse_directive(bad)
+        except Failure:
+            continue
+        raise AssertionError(f"directive {bad!r} accepted")
+
+
+def main() -> int:
+    self_test()
+    shared_dir = os.environ.get("CAPI_SHARED_DIR") or os.path.join(ROOT, "..", "shared")
+    shared = os.path.abspath(shared_dir) if os.path.isdir(os.path.join(shared_dir, "testdata")) else None
+    if not shared:
+        print(f"SKIPPED: {shared_dir}/testdata not found (set CAPI_SHARED_DIR): blocks that need the "
+              "real releases are not run", file=sys.stderr)
+
+    say("cargo build -p capi-provider-operator -p capi-plugin -p capi-fake-remotes --bins")
+    subprocess.run(["cargo", "build", "-q", "-p", "capi-provider-operator", "-p", "capi-plugin",
+                    "-p", "capi-fake-remotes", "--bins"], cwd=ROOT, check=True,
+                   env=dict(os.environ, CARGO_TARGET_DIR=TARGET))
+    h = Harness(shared)
+    failures: list[str] = []
+    skipped: list[str] = []
+    ran_lines: set[str] = set()
+    covered: dict[str, str] = {}
+    counts = {"blocks run": 0, "inline run": 0}
+    inline_spans: dict[str, set[str]] = {}
+    try:
+        for doc in DOCS:
+            path = os.path.join(ROOT, doc)
+            rel = os.path.relpath(path, ROOT)
+            text = open(path, encoding="utf-8").read()
+            for m in re.finditer(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S)):
+                if INLINE_PREFIX.match(m.group(1)):
+                    inline_spans.setdefault(m.group(1), set()).add(rel)
+            blocks = parse_blocks(path)
+            if not blocks:
+                continue
+            h.down()
+            for line, directive, code in blocks:
+                where = f"{rel}:{line}"
+                if directive is None:
+                    failures.append(f"{where}: shell block without a <!-- check: ... --> directive")
+                    continue
+                try:
+                    d = parse_directive(directive)
+                except Failure as e:
+                    failures.append(f"{where}: {e}")
+                    continue
+                cmds = command_lines(code)
+                if d["action"] == "skip":
+                    for c in cmds:
+                        covered[c] = d["why"]
+                    print(f"{where}: not run: {d['why']}")
+                    continue
+                if "shared" in d["needs"] or {"cert-manager", "github"} & set(d["needs"]):
+                    if not shared:
+                        skipped.append(where)
+                        print(f"SKIPPED: {where}: needs the real releases in ../shared/testdata", file=sys.stderr)
+                        continue
+                run = code
+                if d["exclude"]:
+                    kept = []
+                    for raw in code.splitlines():
+                        if raw.strip().startswith(d["exclude"]):
+                            covered[re.sub(r"\s+#.*$", "", raw).strip()] = d["why"]
+                        else:
+                            kept.append(raw)
+                    run = "\n".join(kept) + "\n"
+                say(f"{where} (needs: {','.join(d['needs']) or '-'})")
+                print(run, end="")
+                before = h.untracked()
+                try:
+                    h.ensure(d["needs"])
+                    r = h.sh(run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=BLOCK_TIMEOUT)
+                    out = r.stdout
+                    print("\n".join("  | " + x for x in out.splitlines()))
+                    if r.returncode != 0:
+                        failures.append(f"{where}: exit code {r.returncode}")
+                    elif d["expect"] and not re.search(d["expect"], out, re.M):
+                        failures.append(f"{where}: output does not match {d['expect']!r}")
+                    else:
+                        counts["blocks run"] += 1
+                        ran_lines.update(command_lines(run))
+                except (subprocess.SubprocessError, Failure) as e:
+                    failures.append(f"{where}: {e}")
+                finally:
+                    for f in h.untracked() - before:
+                        p = os.path.join(ROOT, f)
+                        if os.path.isfile(p):
+                            os.remove(p)
+                if d["after"] == "down":
+                    h.down()
+
+        say("inline commands")
+        for span, docs in sorted(inline_spans.items()):
+            where = ", ".join(sorted(docs))
+            if any(line == span or line.startswith(span + " ") for line in ran_lines):
+                print(f"{span!r}: a line of a block that ran")
+                continue
+            if span in covered:
+                print(f"{span!r}: {covered[span]}")
+                continue
+            entry = INLINE.get(span)
+            if entry is None:
+                failures.append(f"{where}: inline command {span!r} is neither run here nor listed in "
+                                "INLINE (e2e/scripts/docs-check.py) with what covers it")
+                continue
+            kind, what = entry
+            if kind in ("run", "run-then-diff", "template"):
+                cmd = what if kind == "template" else span
+                if kind == "template":
+                    h.ensure(["cluster"])
+                elif what and kind == "run":
+                    h.ensure(what)
+                r = h.sh(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=BLOCK_TIMEOUT)
+                if r.returncode != 0:
+                    failures.append(f"{where}: {cmd!r} exit code {r.returncode}:\n{r.stdout[-2000:]}")
+                    continue
+                if kind == "run-then-diff":
+                    diff = subprocess.run(["git", "status", "--porcelain", "--", what], cwd=ROOT,
+                                          capture_output=True, text=True).stdout
+                    if diff.strip():
+                        failures.append(f"{where}: {span!r} changed committed files:\n{diff}")
+                        continue
+                counts["inline run"] += 1
+                print(f"{span!r}: ran ({cmd})")
+            else:
+                print(f"{span!r}: {kind}: {what}")
+        for span in sorted(set(INLINE) - set(inline_spans)):
+            failures.append(f"INLINE entry {span!r} no longer appears in the docs: remove it")
+    finally:
+        h.down()
+        shutil.rmtree(h.tmp, ignore_errors=True)
+
+    say("summary")
+    print(f"{counts['blocks run']} blocks and {counts['inline run']} inline commands run as written; "
+          f"{len(skipped)} skipped for lack of ../shared; {len(failures)} failures")
+    for f in failures:
+        print(f"FAIL: {f}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    sys.exit(main())
