@@ -29,6 +29,8 @@ Every document starts on a fresh cluster. Inline commands (`make help`, ...) out
 are checked too: each is run here, is a line of a block that ran, or is listed in INLINE with
 what covers it. A block without a directive, or an inline command nobody covers, fails the check.
 Files a block creates in the repository (core.yaml, ...) are removed afterwards.
+
+`docs-check.py FILE...` checks only those documents (while editing them).
 """
 
 from __future__ import annotations
@@ -233,6 +235,7 @@ class Harness:
                     os.path.join(BIN, "capi-fake-github"), "--dir",
                     os.path.join(self.shared, "testdata", "providers"), "--repo",
                     "kubernetes-sigs/cluster-api=cluster-api,bootstrap-kubeadm,control-plane-kubeadm",
+                    "--repo", "example-org/cluster-api-fork=cluster-api",
                 ])
                 url = p.stdout.readline().strip() if p.stdout else ""
                 if not url.startswith("http"):
@@ -291,6 +294,11 @@ def main() -> int:
     subprocess.run(["cargo", "build", "-q", "-p", "capi-provider-operator", "-p", "capi-plugin",
                     "-p", "capi-fake-remotes", "--bins"], cwd=ROOT, check=True,
                    env=dict(os.environ, CARGO_TARGET_DIR=TARGET))
+    only = {os.path.relpath(os.path.abspath(a), ROOT) for a in sys.argv[1:]}
+    docs = [d for d in DOCS if not only or os.path.relpath(os.path.join(ROOT, d), ROOT) in only]
+    if only and len(docs) != len(only):
+        print(f"unknown documents: {sorted(only)}; known: {DOCS}", file=sys.stderr)
+        return 2
     h = Harness(shared)
     failures: list[str] = []
     skipped: list[str] = []
@@ -299,7 +307,7 @@ def main() -> int:
     counts = {"blocks run": 0, "inline run": 0}
     inline_spans: dict[str, set[str]] = {}
     try:
-        for doc in DOCS:
+        for doc in docs:
             path = os.path.join(ROOT, doc)
             rel = os.path.relpath(path, ROOT)
             text = open(path, encoding="utf-8").read()
@@ -348,7 +356,10 @@ def main() -> int:
                     r = h.sh(run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              timeout=BLOCK_TIMEOUT)
                     out = r.stdout
-                    print("\n".join("  | " + x for x in out.splitlines()))
+                    lines = out.splitlines()
+                    if len(lines) > 60:
+                        lines = lines[:20] + [f"... {len(lines) - 40} lines ..."] + lines[-20:]
+                    print("\n".join("  | " + x for x in lines))
                     if r.returncode != 0:
                         failures.append(f"{where}: exit code {r.returncode}")
                     elif d["expect"] and not re.search(d["expect"], out, re.M):
@@ -401,7 +412,7 @@ def main() -> int:
                 print(f"{span!r}: ran ({cmd})")
             else:
                 print(f"{span!r}: {kind}: {what}")
-        for span in sorted(set(INLINE) - set(inline_spans)):
+        for span in sorted(set(INLINE) - set(inline_spans)) if not only else []:
             failures.append(f"INLINE entry {span!r} no longer appears in the docs: remove it")
     finally:
         h.down()

@@ -319,11 +319,13 @@ async fn manifests_and_examples_apply() -> TestResult {
         root.join("examples/specification"),
         root.join("examples/demo"),
     ];
-    if let Ok(rd) = std::fs::read_dir(root.join("examples/user-stories")) {
-        for e in rd.flatten() {
-            dirs.push(e.path());
-        }
-    }
+    let stories: Vec<_> = std::fs::read_dir(root.join("examples/user-stories"))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(stories.len(), 6, "one directory per user story: {stories:?}");
+    dirs.extend(stories);
     for dir in dirs {
         let mut files: Vec<_> = std::fs::read_dir(&dir)?
             .flatten()

@@ -120,7 +120,14 @@ fn env(k: &str) -> Option<String> {
     std::env::var(k).ok().filter(|v| !v.is_empty())
 }
 
-fn url_source(url: &str, flags: &SourceFlags, origin: Origin) -> anyhow::Result<Located> {
+/// A GitHub or GitLab release URL; a GitHub repository URL without a file (`.../releases`)
+/// reads `default_file`.
+fn url_source(
+    url: &str,
+    default_file: &str,
+    flags: &SourceFlags,
+    origin: Origin,
+) -> anyhow::Result<Located> {
     let http = HttpConfig {
         allow_http: url.starts_with("http://"),
         ..HttpConfig::default()
@@ -135,7 +142,7 @@ fn url_source(url: &str, flags: &SourceFlags, origin: Origin) -> anyhow::Result<
             origin,
         });
     }
-    let u = GitHubUrl::parse(url)?;
+    let u = GitHubUrl::parse_with_default_file(url, default_file)?;
     let source = GitHubSource::from_url(
         &u,
         flags.github_api_url.as_deref(),
@@ -189,7 +196,7 @@ fn default_source(t: ProviderType, name: &str, flags: &SourceFlags) -> anyhow::R
         "https://github.com/{}/releases/latest/{}",
         d.repository, d.components_file
     );
-    url_source(&url, flags, Origin::Default)
+    url_source(&url, d.components_file, flags, Origin::Default)
 }
 
 /// Reads a source string: a release URL (GitHub or GitLab), `oci://REFERENCE`
@@ -201,7 +208,12 @@ pub fn locate_source(
     flags: &SourceFlags,
 ) -> anyhow::Result<Located> {
     if source.starts_with("https://") || source.starts_with("http://") {
-        return url_source(source, flags, Origin::Url(source.to_string()));
+        return url_source(
+            source,
+            &default_components_file(t, name),
+            flags,
+            Origin::Url(source.to_string()),
+        );
     }
     if source.starts_with("oci://") {
         return oci_source(t, name, source);
@@ -271,7 +283,12 @@ pub fn locate_provider(
         return oci_source(t, name, oci);
     }
     if let Some(url) = &fetch.url {
-        return url_source(url, flags, Origin::Url(url.clone()));
+        return url_source(
+            url,
+            &default_components_file(t, name),
+            flags,
+            Origin::Url(url.clone()),
+        );
     }
     default_source(t, name, flags)
 }

@@ -74,6 +74,21 @@ impl GitHubUrl {
     /// Parses `https://{host}/{owner}/{repo}/releases/{latest|tag}/{file}`. The browser's
     /// download form `.../releases/download/{tag}/{file}` is accepted too.
     pub fn parse(url: &str) -> Result<GitHubUrl, SourceError> {
+        Self::parse_inner(url, None)
+    }
+
+    /// Like [`GitHubUrl::parse`], and also the repository forms that name no file:
+    /// `.../releases` (as the specification's examples write fetchConfig.url),
+    /// `.../releases/latest`, `.../releases/{tag}` and the web page `.../releases/tag/{tag}`;
+    /// the file is then `default_file`, the provider type's components file.
+    pub fn parse_with_default_file(
+        url: &str,
+        default_file: &str,
+    ) -> Result<GitHubUrl, SourceError> {
+        Self::parse_inner(url, Some(default_file))
+    }
+
+    fn parse_inner(url: &str, default_file: Option<&str>) -> Result<GitHubUrl, SourceError> {
         let bad = |why: &str| {
             SourceError::Invalid(format!(
                 "{} is not a GitHub release URL (https://github.com/OWNER/REPO/releases/latest|TAG/FILE): {why}",
@@ -98,14 +113,20 @@ impl GitHubUrl {
             _ => return Err(bad("expected OWNER/REPO/releases/...")),
         };
         check_repo(owner, repo).map_err(|e| bad(&e))?;
-        let (version, file) = match rest {
-            ["latest", file] => (None, *file),
-            ["download", tag, file] => (Some(decode(tag)), *file),
-            [tag, file] if *tag != "download" => (Some(decode(tag)), *file),
-            [] | [_] => return Err(bad("the version and file name are missing")),
+        let (version, file) = match (rest, default_file) {
+            (["latest", file], _) => (None, decode(file)),
+            (["download", tag, file], _) => (Some(decode(tag)), decode(file)),
+            (["tag", tag], Some(d)) => (Some(decode(tag)), d.to_string()),
+            ([tag, file], _) if *tag != "download" && *tag != "tag" => {
+                (Some(decode(tag)), decode(file))
+            }
+            ([] | ["latest"], Some(d)) => (None, d.to_string()),
+            ([tag], Some(d)) if *tag != "download" && *tag != "tag" => {
+                (Some(decode(tag)), d.to_string())
+            }
+            ([] | [_], None) => return Err(bad("the version and file name are missing")),
             _ => return Err(bad("expected releases/latest/FILE or releases/TAG/FILE")),
         };
-        let file = decode(file);
         if matches!(file.as_str(), "." | "..") {
             return Err(bad("the file name is not valid"));
         }
@@ -322,6 +343,59 @@ impl ReleaseSource for GitHubSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repository_urls_without_a_file_take_the_default_components_file() {
+        let d = "infrastructure-components.yaml";
+        for (url, version) in [
+            (
+                "https://github.com/myorg/awesome-azure-provider/releases",
+                None,
+            ),
+            (
+                "https://github.com/myorg/awesome-azure-provider/releases/",
+                None,
+            ),
+            (
+                "https://github.com/myorg/awesome-azure-provider/releases/latest",
+                None,
+            ),
+            (
+                "https://github.com/myorg/awesome-azure-provider/releases/v1.2.3",
+                Some("v1.2.3"),
+            ),
+            (
+                "https://github.com/myorg/awesome-azure-provider/releases/tag/v1.2.3",
+                Some("v1.2.3"),
+            ),
+        ] {
+            let u = GitHubUrl::parse_with_default_file(url, d).unwrap();
+            assert_eq!(
+                (u.owner.as_str(), u.repo.as_str()),
+                ("myorg", "awesome-azure-provider"),
+                "{url}"
+            );
+            assert_eq!(u.version.as_deref(), version, "{url}");
+            assert_eq!(u.file, d, "{url}");
+            // The strict form still wants a file.
+            assert!(GitHubUrl::parse(url).is_err(), "{url}");
+        }
+        // A file in the URL wins over the default.
+        let u = GitHubUrl::parse_with_default_file(
+            "https://github.com/o/r/releases/latest/custom.yaml",
+            d,
+        )
+        .unwrap();
+        assert_eq!(u.file, "custom.yaml");
+        for bad in [
+            "https://github.com/o/r",
+            "https://github.com/o/r/releases/download/v1",
+            "https://github.com/o/r/releases/tag",
+            "http://github.com/o/r/releases",
+        ] {
+            assert!(GitHubUrl::parse_with_default_file(bad, d).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn endpoints_encode_segments() -> Result<(), SourceError> {

@@ -325,7 +325,11 @@ pub fn choose(
             ),
         });
     }
-    let u = GitHubUrl::parse(&url).map_err(|e| e.to_string())?;
+    let u = GitHubUrl::parse_with_default_file(
+        &url,
+        &default_components_file(p.provider_type, p.name()),
+    )
+    .map_err(|e| e.to_string())?;
     let api = ctx
         .opts
         .github_api_url
