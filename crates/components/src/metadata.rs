@@ -52,6 +52,11 @@ impl Metadata {
     pub fn parse(text: &str) -> Result<Metadata, MetadataError> {
         let docs = capi_yaml::parse_documents(text, &capi_yaml::Limits::default())
             .map_err(|e| MetadataError::Invalid(e.to_string()))?;
+        if docs.is_empty() {
+            return Err(MetadataError::Invalid(
+                "it is empty (no release series)".into(),
+            ));
+        }
         let [doc] = docs.as_slice() else {
             return Err(MetadataError::Invalid(format!(
                 "expected one YAML document, found {}",

@@ -324,7 +324,11 @@ async fn manifests_and_examples_apply() -> TestResult {
         .map(|e| e.path())
         .filter(|p| p.is_dir())
         .collect();
-    assert_eq!(stories.len(), 6, "one directory per user story: {stories:?}");
+    assert_eq!(
+        stories.len(),
+        6,
+        "one directory per user story: {stories:?}"
+    );
     dirs.extend(stories);
     for dir in dirs {
         let mut files: Vec<_> = std::fs::read_dir(&dir)?

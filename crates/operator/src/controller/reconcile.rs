@@ -659,7 +659,7 @@ async fn install<P: Provider>(
         Err(e) => return source_failed(PROVIDER_INSTALLED, e),
     };
     let contract = match Metadata::parse(&release.metadata)
-        .map_err(|e| e.to_string())
+        .map_err(|e| format!("release {version}: {e}"))
         .and_then(|m| {
             m.contract_for(&version)
                 .map(str::to_string)
