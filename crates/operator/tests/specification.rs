@@ -174,6 +174,7 @@ async fn specification_examples_work_as_written() -> TestResult {
     )
     .await?;
     let operator = start_operator(cluster, &["--github-api-url", github.url()])?;
+    // Waits for a condition; the operator's log comes with a timeout.
     let wait = |kind: &'static str,
                 ns: &'static str,
                 name: &'static str,
@@ -181,8 +182,20 @@ async fn specification_examples_work_as_written() -> TestResult {
                 status: &'static str,
                 reason: Option<&'static str>| {
         let client = client.clone();
-        async move { wait_condition(&client, (kind, ns, name), ty, status, reason, T).await }
+        let logs = operator.log_path().to_path_buf();
+        async move {
+            wait_condition(&client, (kind, ns, name), ty, status, reason, T)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "{e}\n{}",
+                        std::fs::read_to_string(&logs).unwrap_or_default()
+                    )
+                })
+        }
     };
+    let ready = |kind, ns, name| wait(kind, ns, name, "Ready", "True", None);
+    let apply_example = |n: &str| cluster.kubectl_ok(&["apply", "--server-side", "-f", &file(n)]);
 
     // What the examples take for granted: the namespaces, the Secrets they name but do not
     // define, and a core provider (non-core providers wait for it).
@@ -216,35 +229,12 @@ metadata: {name: cluster-api, namespace: capi-system}
 spec: {version: v0.3.10}
 "#,
     )?;
-    wait(
-        "CoreProvider",
-        "capi-system",
-        "cluster-api",
-        "Ready",
-        "True",
-        None,
-    )
-    .await
-    .map_err(|e| format!("{e}\n{}", operator.logs()))?;
+    ready("CoreProvider", "capi-system", "cluster-api").await?;
 
     // 1: controller flags from manager fields and container args; the Secret substituted;
     // fetchConfig.url names only the repository's releases.
-    cluster.kubectl_ok(&[
-        "apply",
-        "--server-side",
-        "-f",
-        &file("01-aws-controller-flags.yaml"),
-    ])?;
-    wait(
-        "InfrastructureProvider",
-        "capa-system",
-        "aws",
-        "Ready",
-        "True",
-        None,
-    )
-    .await
-    .map_err(|e| format!("{e}\n{}", operator.logs()))?;
+    apply_example("01-aws-controller-flags.yaml")?;
+    ready("InfrastructureProvider", "capa-system", "aws").await?;
     let m = manager(&client, "capa-system", "capa-controller-manager").await?;
     let a = args(&m);
     for want in [
@@ -258,12 +248,7 @@ spec: {version: v0.3.10}
     assert_eq!(m.pointer("/env/0/value"), Some(&Value::from("us-east-1")));
 
     // 2: the same provider with an image override instead.
-    cluster.kubectl_ok(&[
-        "apply",
-        "--server-side",
-        "-f",
-        &file("02-aws-image-override.yaml"),
-    ])?;
+    apply_example("02-aws-image-override.yaml")?;
     let image = capi_test_support::wait_for(T, || async {
         let m = manager(&client, "capa-system", "capa-controller-manager")
             .await
@@ -279,22 +264,13 @@ spec: {version: v0.3.10}
     );
 
     // 3: the control-plane provider's manager resources.
-    cluster.kubectl_ok(&[
-        "apply",
-        "--server-side",
-        "-f",
-        &file("03-kubeadm-resource-limits.yaml"),
-    ])?;
-    wait(
+    apply_example("03-kubeadm-resource-limits.yaml")?;
+    ready(
         "ControlPlaneProvider",
         "capi-kubeadm-control-plane-system",
         "kubeadm",
-        "Ready",
-        "True",
-        None,
     )
-    .await
-    .map_err(|e| format!("{e}\n{}", operator.logs()))?;
+    .await?;
     let m = manager(
         &client,
         "capi-kubeadm-control-plane-system",
@@ -307,22 +283,8 @@ spec: {version: v0.3.10}
     );
 
     // 4: a provider from a repository of its own.
-    cluster.kubectl_ok(&[
-        "apply",
-        "--server-side",
-        "-f",
-        &file("04-azure-custom-repository.yaml"),
-    ])?;
-    let p = wait(
-        "InfrastructureProvider",
-        "capz-system",
-        "myazure",
-        "Ready",
-        "True",
-        None,
-    )
-    .await
-    .map_err(|e| format!("{e}\n{}", operator.logs()))?;
+    apply_example("04-azure-custom-repository.yaml")?;
+    let p = ready("InfrastructureProvider", "capz-system", "myazure").await?;
     assert_eq!(
         p.pointer("/status/installedVersion"),
         Some(&Value::from("v0.4.9"))
@@ -330,33 +292,14 @@ spec: {version: v0.3.10}
     manager(&client, "capz-system", "capz-controller-manager").await?;
 
     // 5: the default repository, chosen by the provider's name.
-    cluster.kubectl_ok(&[
-        "apply",
-        "--server-side",
-        "-f",
-        &file("05-vsphere-default-fetch.yaml"),
-    ])?;
-    wait(
-        "InfrastructureProvider",
-        "capv-system",
-        "vsphere",
-        "Ready",
-        "True",
-        None,
-    )
-    .await
-    .map_err(|e| format!("{e}\n{}", operator.logs()))?;
+    apply_example("05-vsphere-default-fetch.yaml")?;
+    ready("InfrastructureProvider", "capv-system", "vsphere").await?;
     manager(&client, "capv-system", "capv-controller-manager").await?;
 
     // 6: the air-gapped ConfigMaps, whose components and metadata the specification leaves as
     // placeholders: read from the selected ConfigMaps, refused with a clear reason, nothing
     // else disturbed.
-    cluster.kubectl_ok(&[
-        "apply",
-        "--server-side",
-        "-f",
-        &file("06-air-gapped-configmaps.yaml"),
-    ])?;
+    apply_example("06-air-gapped-configmaps.yaml")?;
     let p = wait(
         "InfrastructureProvider",
         "capz-system",
@@ -365,8 +308,7 @@ spec: {version: v0.3.10}
         "False",
         Some("InvalidMetadata"),
     )
-    .await
-    .map_err(|e| format!("{e}\n{}", operator.logs()))?;
+    .await?;
     let message = condition(&p, "PreflightCheckPassed")
         .and_then(|c| c["message"].as_str())
         .unwrap_or_default()
@@ -375,15 +317,7 @@ spec: {version: v0.3.10}
         message,
         "release v0.4.9: invalid metadata.yaml: it is empty (no release series)"
     );
-    wait(
-        "InfrastructureProvider",
-        "capz-system",
-        "myazure",
-        "Ready",
-        "True",
-        None,
-    )
-    .await?;
+    ready("InfrastructureProvider", "capz-system", "myazure").await?;
 
     let _ = std::fs::remove_dir_all(&releases);
     Ok(())
