@@ -42,6 +42,9 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
             "description".into(),
             json!("Desired state of the provider. Every provider kind shares this spec."),
         );
+        // Optional, as in the specification (`json:"spec,omitempty"`): a provider declared by
+        // name alone is installed from its default repository at the latest version.
+        m.insert("default".into(), json!({}));
     }
     let mut status = schema_of::<ProviderStatus>()?;
     if let Value::Object(m) = &mut status {
@@ -83,7 +86,6 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
                 "schema": { "openAPIV3Schema": {
                     "description": format!("{kind} is a Cluster API {} provider managed by the operator. See https://cluster-api.sigs.k8s.io for the provider model.", t.word()),
                     "type": "object",
-                    "required": ["spec"],
                     "properties": {
                         "apiVersion": { "type": "string", "description": "APIVersion defines the versioned schema of this representation of an object." },
                         "kind": { "type": "string", "description": "Kind is a string value representing the REST resource this object represents." },

@@ -237,6 +237,22 @@ fn invalid_objects_are_rejected_with_clear_messages() -> TestResult {
     let good = "version: v1.2.3-rc.1+build.5\n  manager: {debug: true}\n  fetchConfig: {oci: 'registry.example/p:v1'}";
     let (ok, err) = dry_run("good", provider("good", good))?;
     assert!(ok, "a valid object was refused: {err}");
+    // No spec at all (the specification's `json:"spec,omitempty"`): accepted, defaulted to {}.
+    let file = dir.join("no-spec.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: CoreProvider\nmetadata:\n  name: cluster-api\n  namespace: capi-invalid-objects\n",
+    )?;
+    let out = c.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "-o",
+        "jsonpath={.spec}",
+        "-f",
+        &file.to_string_lossy(),
+    ])?;
+    assert_eq!(out.trim(), "{}", "a provider without spec");
     Ok(())
 }
 
