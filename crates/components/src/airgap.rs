@@ -42,7 +42,12 @@ pub fn selector(t: ProviderType, name: &str) -> LabelSelector {
 /// Name of the ConfigMap holding `version` of the provider (`release-<type>-<name>-<version>`,
 /// made DNS-safe). It never equals the operator's release cache entry of the same version.
 pub fn configmap_name(t: ProviderType, name: &str, version: &str) -> String {
-    let raw = format!("release-{}-{name}-{version}", t.word());
+    dns_name(&format!("release-{}-{name}-{version}", t.word()))
+}
+
+/// `raw` as a DNS-1123 subdomain, the form object names take: lower case, other characters
+/// (`+`, `_`, ...) replaced by `-`, at most 253 characters, no trailing `-` or `.`.
+pub fn dns_name(raw: &str) -> String {
     let mut out: String = raw
         .chars()
         .map(|c| match c {

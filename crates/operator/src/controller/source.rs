@@ -39,17 +39,12 @@ impl ConfigMapReader for Single {
 
 /// Name of the cache ConfigMap of a provider's version (DNS-1123: lower case, `+` replaced).
 pub fn cache_name(p: &AnyProvider, version: &str) -> String {
-    let raw = format!("{}-{}-{}", p.provider_type.word(), p.name(), version);
-    let mut name: String = raw
-        .chars()
-        .map(|c| match c {
-            'a'..='z' | '0'..='9' | '-' | '.' => c,
-            'A'..='Z' => c.to_ascii_lowercase(),
-            _ => '-',
-        })
-        .collect();
-    name.truncate(253);
-    name.trim_end_matches(['-', '.']).to_string()
+    capi_components::airgap::dns_name(&format!(
+        "{}-{}-{}",
+        p.provider_type.word(),
+        p.name(),
+        version
+    ))
 }
 
 /// The release cache of one namespace.
