@@ -4,78 +4,14 @@
 
 mod support;
 
-use std::{
-    path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    time::Duration,
-};
+use std::{path::Path, time::Duration};
 
 use capi_components::source::oci::{OciConfig, OciCredentials, OciReference, push_artifact};
-use capi_test_support::{private_cluster, serial};
+use capi_test_support::{private_cluster, registry::PlainRegistry, serial};
 use serde_json::Value;
 use support::*;
 
-/// A registry child process, killed on drop.
-struct Registry {
-    child: Child,
-    host: String,
-    _dir: PathBuf,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self._dir);
-    }
-}
-
-async fn start_registry() -> Result<Registry, Box<dyn std::error::Error>> {
-    let bin = std::env::var_os("CAPI_DOCKER_REGISTRY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/docker-registry"));
-    if !bin.exists() {
-        return Err(format!(
-            "{} is missing: install Debian's docker-registry package (e2e/scripts/deps.sh does)",
-            bin.display()
-        )
-        .into());
-    }
-    let dir = std::env::temp_dir().join(format!("capi-op-registry-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let port = free_port()?;
-    let host = format!("127.0.0.1:{port}");
-    let config = dir.join("config.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {host}\n  secret: capi-op-test\n",
-            dir.join("data").display()
-        ),
-    )?;
-    let log = std::fs::File::create(dir.join("registry.log"))?;
-    let child = Command::new(&bin)
-        .arg("serve")
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()?;
-    let reg = Registry {
-        child,
-        host,
-        _dir: dir,
-    };
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(&reg.host).is_ok() {
-            return Ok(reg);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(format!("the registry on {} did not start", reg.host).into())
-}
-
-async fn push(reg: &Registry, repo: &str, dir: &Path, version: &str) -> TestResult {
+async fn push(reg: &PlainRegistry, repo: &str, dir: &Path, version: &str) -> TestResult {
     let reference = OciReference::parse(&format!("http://{}/{repo}:{version}", reg.host))?;
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir.join(version))? {
@@ -96,7 +32,7 @@ async fn push(reg: &Registry, repo: &str, dir: &Path, version: &str) -> TestResu
 }
 
 /// A CoreProvider fetching from `repo` of the registry, at `version` (or the newest tag).
-fn core(reg: &Registry, repo: &str, version: Option<&str>) -> String {
+fn core(reg: &PlainRegistry, repo: &str, version: Option<&str>) -> String {
     let version = version
         .map(|v| format!("  version: {v}\n"))
         .unwrap_or_default();
@@ -109,7 +45,7 @@ fn core(reg: &Registry, repo: &str, version: Option<&str>) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_installs_from_an_oci_registry() -> TestResult {
     let _serial = serial().lock().await;
-    let reg = start_registry().await?;
+    let reg = PlainRegistry::start().await?;
     for v in ["v0.1.0", "v0.2.0"] {
         push(&reg, "capi/sample-core", &samples().join("sample-core"), v).await?;
     }

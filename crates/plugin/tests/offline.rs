@@ -505,70 +505,10 @@ async fn preload_from_a_gitlab_package() -> TestResult {
     Ok(())
 }
 
-/// A Debian `docker-registry` on a free port, plain HTTP; killed on drop.
-struct Registry {
-    child: std::process::Child,
-    host: String,
-    _dir: TempDir,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start_registry() -> Result<Registry, Box<dyn std::error::Error>> {
-    let bin = std::env::var_os("CAPI_DOCKER_REGISTRY")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| "/usr/bin/docker-registry".into());
-    if !bin.exists() {
-        return Err(format!(
-            "{} is missing: install Debian's docker-registry package (e2e/scripts/deps.sh does)",
-            bin.display()
-        )
-        .into());
-    }
-    let dir = TempDir::new("capi-plugin-registry")?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let host = format!("127.0.0.1:{port}");
-    let config = dir.0.join("config.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {host}\n  secret: capi-plugin-test\n",
-            dir.0.join("data").display()
-        ),
-    )?;
-    let log = std::fs::File::create(dir.0.join("registry.log"))?;
-    let child = std::process::Command::new(&bin)
-        .arg("serve")
-        .arg(&config)
-        .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()?;
-    let reg = Registry {
-        child,
-        host,
-        _dir: dir,
-    };
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(&reg.host).is_ok() {
-            return Ok(reg);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    Err(format!("the registry on {} did not start", reg.host).into())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preload_from_an_oci_registry() -> TestResult {
     use capi_components::source::oci::{OciConfig, OciCredentials, OciReference, push_artifact};
-    let reg = start_registry().await?;
+    let reg = capi_test_support::registry::PlainRegistry::start().await?;
     for v in ["v0.1.0", "v0.2.0"] {
         let dir = samples().join("sample-bootstrap").join(v);
         let mut files = Vec::new();

@@ -8,6 +8,8 @@
 //!
 //! Each test gets its own namespace from [`TestCluster::namespace`].
 
+pub mod registry;
+
 use std::{
     path::{Path, PathBuf},
     process::Command,
