@@ -208,6 +208,7 @@ async fn env_volumes_credentials_service_and_deletion() {
         container,
         json!({
             "serviceAccountName": "limited",
+            "initContainers": [{"name": "init", "image": IMAGE, "args": ["--print-env", "--exit", "0"]}],
             "volumes": [
                 {"name": "secret", "secret": {"secretName": "s1"}},
                 {"name": "cm", "configMap": {"name": "cm1", "items": [{"key": "greeting", "path": "hi.txt"}]}},
@@ -254,6 +255,14 @@ async fn env_volumes_credentials_service_and_deletion() {
         "{env}"
     );
     assert!(!env.contains("OPTIONAL="), "{env}");
+    assert_eq!(
+        st["initContainerStatuses"][0]["state"]["terminated"]["reason"],
+        "Completed"
+    );
+    assert_eq!(condition(&running, "Initialized").as_deref(), Some("True"));
+    let init_log = state_dir(c).join("logs").join(format!("{ns}_web_init.log"));
+    let init_text = std::fs::read_to_string(&init_log).expect("the init container log");
+    assert!(init_text.contains("ENV HOSTNAME=web"), "{init_text}");
     let log = state_dir(c).join("logs").join(format!("{ns}_web_main.log"));
     let text = std::fs::read_to_string(&log).expect("the container log");
     assert!(
@@ -394,9 +403,12 @@ async fn liveness_failure_restarts_the_container() {
         "live",
         json!({
             "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1, "failureThreshold": 2},
+            "startupProbe": {"exec": {"command": ["/bin/sh", "-c", "test -d /etc/cpn-test-exec"]}, "periodSeconds": 1},
+            "volumeMounts": [{"name": "scratch", "mountPath": "/etc/cpn-test-exec"}],
         }),
     );
-    create(&client, &ns, &pod("live", container, json!({}))).await;
+    let volumes = json!({"volumes": [{"name": "scratch", "emptyDir": {}}]});
+    create(&client, &ns, &pod("live", container, volumes)).await;
     let first = wait_pod(&client, &ns, "live", 60, "Ready", |p| {
         condition(p, "Ready").as_deref() == Some("True")
     })
