@@ -30,6 +30,10 @@ cluster-up: control-plane ## Start the local control plane in the background; pr
 cluster-down: ## Stop the local control plane and remove its data.
 	@$(SCRIPTS)/cluster-down.sh
 
+.PHONY: process-node
+process-node: ## Build the process node agent that cluster-up.sh --process-node starts.
+	$(CARGO) build -p capi-process-node
+
 .PHONY: build
 build: ## Build the workspace.
 	$(CARGO) build --workspace --all-targets

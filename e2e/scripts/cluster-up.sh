@@ -3,20 +3,27 @@
 # kube-controller-manager, kube-scheduler and kwok (one fake node whose pods become Running and
 # Ready). Everything listens on 127.0.0.1 only, on free ports; data lives in one directory.
 #
-#   cluster-up.sh [--dir DIR] [--watch-pid PID]
+#   cluster-up.sh [--dir DIR] [--watch-pid PID] [--process-node IMAGES_FILE]
 #
-# --dir        state directory (default: $CAPI_CLUSTER_DIR or /tmp/capi-provider-operator-cluster-$UID)
-# --watch-pid  stop the cluster automatically once process PID exits (used by test binaries)
+# --dir           state directory (default: $CAPI_CLUSTER_DIR or /tmp/capi-provider-operator-cluster-$UID)
+# --watch-pid     stop the cluster automatically once process PID exits (used by test binaries)
+# --process-node  also start the process node (crates/process-node, needs root), a second Node
+#                 that runs the Pods scheduled to it as local processes; IMAGES_FILE maps images
+#                 to binaries (default: $CAPI_PROCESS_NODE_IMAGES). The agent binary is
+#                 $CAPI_PROCESS_NODE_BIN (default: the debug build under $CARGO_TARGET_DIR), extra
+#                 agent flags come from $CAPI_PROCESS_NODE_ARGS.
 #
 # Idempotent: when a healthy cluster already runs in DIR it is reused. Prints the kubeconfig path.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${CAPI_CLUSTER_DIR:-${TMPDIR:-/tmp}/capi-provider-operator-cluster-$(id -u)}
 watch_pid=""
+process_node_images=${CAPI_PROCESS_NODE_IMAGES:-}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dir) dir=$2; shift 2 ;;
     --watch-pid) watch_pid=$2; shift 2 ;;
+    --process-node) process_node_images=$2; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -106,6 +113,7 @@ start kube-apiserver "$bindir/kube-apiserver" \
   --service-account-signing-key-file pki/sa.key \
   --authorization-mode RBAC --allow-privileged=true \
   --endpoint-reconciler-type none \
+  --enable-aggregator-routing=true \
   --profiling=false
 
 wait_ready() {
@@ -159,6 +167,11 @@ for i in $(seq 1 120); do
   "${kubectl[@]}" get serviceaccount default -n default >/dev/null 2>&1 && break
   sleep 0.25
 done
+
+if [[ -n "$process_node_images" ]]; then
+  "$here/process-node-up.sh" "$dir" "$process_node_images" "$bindir/kubectl" >&2 || {
+    "$here/cluster-down.sh" --dir "$dir" >&2 || true; exit 1; }
+fi
 
 if [[ -n "$watch_pid" ]]; then
   setsid bash -c "while kill -0 $watch_pid 2>/dev/null; do sleep 1; done; exec '$here/cluster-down.sh' --dir '$dir'" \

@@ -57,6 +57,7 @@ pub struct TestCluster {
 
 static CLUSTER: OnceLock<Result<TestCluster, String>> = OnceLock::new();
 static PRIVATE: OnceLock<Result<TestCluster, String>> = OnceLock::new();
+static WITH_PROCESS_NODE: OnceLock<Result<TestCluster, String>> = OnceLock::new();
 static NS_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A provider spec fragment for the real Cluster API releases on the local control plane: it
@@ -113,6 +114,30 @@ pub fn private_cluster() -> Result<&'static TestCluster, Error> {
         .map_err(|e| Error::Start(e.clone()))
 }
 
+/// A private cluster of this test binary with a process node (`cluster-up.sh --process-node`):
+/// `images` is the images file, `agent` the `capi-process-node` binary and `agent_args` extra
+/// agent flags (e.g. shorter back-offs). Started on first use; later calls return the same
+/// cluster whatever they pass. Needs root.
+pub fn process_node_cluster(
+    images: &Path,
+    agent: &Path,
+    agent_args: &str,
+) -> Result<&'static TestCluster, Error> {
+    WITH_PROCESS_NODE
+        .get_or_init(|| {
+            let env = [
+                ("CAPI_PROCESS_NODE_BIN", agent.as_os_str()),
+                ("CAPI_PROCESS_NODE_ARGS", std::ffi::OsStr::new(agent_args)),
+            ];
+            start_cluster(
+                &[std::ffi::OsStr::new("--process-node"), images.as_os_str()],
+                &env,
+            )
+        })
+        .as_ref()
+        .map_err(|e| Error::Start(e.clone()))
+}
+
 /// A lock that runs the tests holding it one at a time.
 pub fn serial() -> &'static tokio::sync::Mutex<()> {
     static LOCK: OnceLock<tokio::sync::Mutex<()>> = OnceLock::new();
@@ -129,6 +154,13 @@ fn start_or_attach() -> Result<TestCluster, String> {
 }
 
 fn start_private() -> Result<TestCluster, String> {
+    start_cluster(&[], &[])
+}
+
+fn start_cluster(
+    extra: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Result<TestCluster, String> {
     let script = workspace_root().join("e2e/scripts/cluster-up.sh");
     let dir = std::env::temp_dir().join(format!(
         "capi-test-cluster-{}-{}",
@@ -143,6 +175,8 @@ fn start_private() -> Result<TestCluster, String> {
         .arg(&dir)
         .arg("--watch-pid")
         .arg(std::process::id().to_string())
+        .args(extra)
+        .envs(env.iter().copied())
         .output()
         .map_err(|e| format!("running {}: {e}", script.display()))?;
     if !out.status.success() {
@@ -220,6 +254,11 @@ impl TestCluster {
             std::thread::sleep(Duration::from_millis(500));
         }
         Err(start("kube-apiserver not ready after a restart".into()))
+    }
+
+    /// The cluster's state directory (where `ports.env` and `logs/` are).
+    pub fn dir(&self) -> &Path {
+        self.kubeconfig.parent().unwrap_or(Path::new("."))
     }
 
     /// Path of the admin kubeconfig.
