@@ -148,6 +148,12 @@ impl<'a> Builder<'a> {
                     b.describe()
                 );
                 self.report(&format!("{field}.{k}"), problem, true);
+            } else if let Some(b) = self.binary.filter(|b| b.is_deprecated(k)) {
+                let problem = format!(
+                    "is deprecated in {} and has no function (no effect)",
+                    b.describe()
+                );
+                self.report(&format!("{field}.{k}"), problem, false);
             }
             self.flags.set(k, Some(v));
             self.explicit.insert(k.to_string());

@@ -80,11 +80,11 @@ const CAPI_CORE: &[&str] = &[
 ];
 
 /// Kubeadm bootstrap manager (`bootstrap/kubeadm/main.go`), v1.11 and v1.12 alike.
-const CAPI_KUBEADM_BOOTSTRAP: &[&str] = &[
-    "bootstrap-token-ttl",
-    "cluster-concurrency",
-    "kubeadmconfig-concurrency",
-];
+const CAPI_KUBEADM_BOOTSTRAP: &[&str] = &["bootstrap-token-ttl", "kubeadmconfig-concurrency"];
+
+/// The bootstrap manager still accepts `--cluster-concurrency` but marks it deprecated ("has no
+/// function anymore"): hidden from `--help`, never set for maxConcurrentReconciles.
+const CAPI_KUBEADM_BOOTSTRAP_DEPRECATED: &[&str] = &["cluster-concurrency"];
 
 /// Kubeadm control-plane manager (`controlplane/kubeadm/main.go`) of v1.11.
 const CAPI_KUBEADM_CONTROL_PLANE_V1_11: &[&str] = &[
@@ -148,6 +148,8 @@ pub struct MinorFlags {
     pub own: &'static [&'static str],
     /// Flags every manager of the project has.
     pub common: &'static [&'static str],
+    /// Flags still accepted but deprecated without function (hidden from `--help`).
+    pub deprecated: &'static [&'static str],
     /// Feature gate names `--feature-gates` accepts.
     pub gates: &'static [&'static str],
 }
@@ -173,7 +175,15 @@ const fn capi(
         minor,
         own,
         common: CAPI_COMMON,
+        deprecated: &[],
         gates,
+    }
+}
+
+const fn capi_bootstrap(minor: u64, gates: &'static [&'static str]) -> MinorFlags {
+    MinorFlags {
+        deprecated: CAPI_KUBEADM_BOOTSTRAP_DEPRECATED,
+        ..capi(CAPI_KUBEADM_BOOTSTRAP, minor, gates)
     }
 }
 
@@ -191,8 +201,8 @@ pub const KNOWN_BINARIES: &[KnownBinary] = &[
         image: "kubeadm-bootstrap-controller",
         provider: "bootstrap-kubeadm",
         minors: &[
-            capi(CAPI_KUBEADM_BOOTSTRAP, 11, CAPI_GATES_V1_11),
-            capi(CAPI_KUBEADM_BOOTSTRAP, 12, CAPI_GATES_V1_12),
+            capi_bootstrap(11, CAPI_GATES_V1_11),
+            capi_bootstrap(12, CAPI_GATES_V1_12),
         ],
     },
     KnownBinary {
@@ -218,8 +228,10 @@ pub struct ManagerFlagSet {
     pub table_minor: String,
     /// Whether the version is not in the table and the nearest minor's flags are assumed.
     pub assumed: bool,
-    /// Accepted flag names, without dashes.
+    /// Flag names `--help` shows, without dashes.
     pub flags: BTreeSet<&'static str>,
+    /// Flags accepted but deprecated without function.
+    pub deprecated: BTreeSet<&'static str>,
     /// Accepted feature gate names.
     pub gates: BTreeSet<&'static str>,
 }
@@ -227,7 +239,13 @@ pub struct ManagerFlagSet {
 impl ManagerFlagSet {
     /// Whether the binary accepts `--name`. pflag normalizes `_` to `-` in these binaries.
     pub fn accepts(&self, name: &str) -> bool {
-        self.flags.contains(name.replace('_', "-").as_str())
+        let name = name.replace('_', "-");
+        self.flags.contains(name.as_str()) || self.deprecated.contains(name.as_str())
+    }
+
+    /// Whether `--name` is accepted only to be ignored.
+    pub fn is_deprecated(&self, name: &str) -> bool {
+        self.deprecated.contains(name.replace('_', "-").as_str())
     }
 
     /// Every `--*-concurrency` flag, in name order.
@@ -271,6 +289,7 @@ pub fn identify(image: &str, version: &str) -> Option<ManagerFlagSet> {
         table_minor: format!("v{}.{}", minor.major, minor.minor),
         assumed: minor.minor != v.minor,
         flags: minor.common.iter().chain(minor.own).copied().collect(),
+        deprecated: minor.deprecated.iter().copied().collect(),
         gates: minor.gates.iter().copied().collect(),
     })
 }

@@ -315,7 +315,7 @@ fn kubeadm_managers_of_v1_11_get_their_own_concurrency_flags() -> TestResult {
             "kubeadm",
             "bootstrap-kubeadm",
             "bootstrap-components.yaml",
-            &["cluster", "clustercache", "kubeadmconfig"][..],
+            &["clustercache", "kubeadmconfig"][..],
         ),
         (
             "ControlPlaneProvider",
