@@ -15,3 +15,7 @@ pub const PAUSED: &str = "Paused";
 pub const CONTRACT_VERIFIED: &str = "ContractVerified";
 /// Deletion progress, or what blocks it.
 pub const DELETING: &str = "Deleting";
+/// Whether every `spec.manager` setting takes effect on the provider's manager: False names
+/// each setting the manager's binary has no flag for, or a flag it would reject at start.
+/// Informational: installing goes on and Ready is not blocked.
+pub const MANAGER_CONFIGURED: &str = "ManagerConfigured";

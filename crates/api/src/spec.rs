@@ -26,8 +26,11 @@ pub struct ProviderSpec {
     #[x_kube(validation = Rule::new("self == '' || self.matches('^v(0|[1-9][0-9]*)[.](0|[1-9][0-9]*)[.](0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?([+][0-9A-Za-z.-]+)?$')").message("version must be a semantic version with a \"v\" prefix, e.g. v1.12.0"))]
     pub version: Option<String>,
 
-    /// Settings of the provider's controller manager, turned into container flags. Explicit
-    /// fields here win over the same flag given in deployment.containers[].args.
+    /// Settings of the provider's controller manager, turned into the flags its binary really
+    /// has (known for the Cluster API core and kubeadm managers; conventional controller-runtime
+    /// flags otherwise). A setting without effect on the manager is named by the
+    /// ManagerConfigured condition. Explicit fields here win over the same flag given in
+    /// deployment.containers[].args.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manager: Option<ManagerSpec>,
 
@@ -102,7 +105,8 @@ pub struct ManagerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_namespace: Option<String>,
 
-    /// Time given to runnables to stop before the manager exits, as a duration.
+    /// Time given to runnables to stop before the manager exits, as a duration. No Cluster API
+    /// manager has a flag for it: reported as without effect.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -122,8 +126,8 @@ pub struct ManagerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<ControllerWebhook>,
 
-    /// Shorthand for metrics.bindAddress (--metrics-bind-addr), as the specification's first
-    /// example writes it. metrics.bindAddress wins when both are set.
+    /// Shorthand for metrics.bindAddress, as the specification's first example writes it.
+    /// metrics.bindAddress wins when both are set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_address: Option<String>,
 
@@ -132,8 +136,10 @@ pub struct ManagerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profiler_address: Option<String>,
 
-    /// Maximum number of concurrent reconciles of each controller (--max-concurrent-reconciles).
-    /// A more specific concurrency flag in the container args wins over it.
+    /// Maximum number of concurrent reconciles of each controller: sets every --*-concurrency
+    /// flag of the manager (never --max-concurrent-reconciles, which Cluster API managers
+    /// reject, unless the binary has it). A concurrency flag given in the container args or
+    /// additionalArgs wins over it for its controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_concurrent_reconciles: Option<i32>,
@@ -153,8 +159,9 @@ pub struct ManagerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feature_gates: Option<BTreeMap<String, bool>>,
 
-    /// Extra flags for the manager container, by flag name without dashes. They win over
-    /// deployment.containers[].args but not over the explicit fields above.
+    /// Extra flags for the manager container, by flag name without dashes, passed as given.
+    /// They win over deployment.containers[].args but not over the explicit fields above. A
+    /// flag the manager's binary is known not to have is reported (the manager would exit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional_args: Option<BTreeMap<String, String>>,
 }
@@ -175,13 +182,13 @@ pub struct LeaderElectionConfiguration {
     /// Retry period (--leader-elect-retry-period), e.g. "2s".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_period: Option<String>,
-    /// Kind of lock object; informational, providers use Leases.
+    /// Kind of lock object; no manager flag (providers use Leases): reported as without effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_lock: Option<String>,
-    /// Name of the lock object.
+    /// Name of the lock object; no manager flag: reported as without effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_name: Option<String>,
-    /// Namespace of the lock object.
+    /// Namespace of the lock object; no manager flag: reported as without effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_namespace: Option<String>,
 }
@@ -190,7 +197,9 @@ pub struct LeaderElectionConfiguration {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ControllerMetrics {
-    /// TCP address for Prometheus metrics (--metrics-bind-addr); "0" disables them.
+    /// TCP address for Prometheus metrics over plain HTTP; "0" disables them.
+    /// --metrics-bind-addr, or --diagnostics-address with --insecure-diagnostics=true for
+    /// managers that serve metrics on their diagnostics endpoint (Cluster API since v1.6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bind_address: Option<String>,
     /// Address of the secure diagnostics endpoint (--diagnostics-address) of newer providers.
@@ -208,10 +217,10 @@ pub struct ControllerHealth {
     /// TCP address of the health probes (--health-addr).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_probe_bind_address: Option<String>,
-    /// Readiness endpoint name; informational (controller-runtime defaults to readyz).
+    /// Readiness endpoint name; no manager flag: reported as without effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness_endpoint_name: Option<String>,
-    /// Liveness endpoint name; informational (controller-runtime defaults to healthz).
+    /// Liveness endpoint name; no manager flag: reported as without effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub liveness_endpoint_name: Option<String>,
 }
@@ -224,7 +233,8 @@ pub struct ControllerWebhook {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 65535))]
     pub port: Option<i32>,
-    /// Host the webhook server binds to (--webhook-host).
+    /// Host the webhook server binds to (--webhook-host). Cluster API managers have no such
+    /// flag: reported as without effect for them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
     /// Directory holding tls.crt and tls.key (--webhook-cert-dir).

@@ -2,11 +2,7 @@
 //! Deployment fields, container image pieces, args, env, resources and command, and
 //! controller-manager fields turned into flags with the specification's precedence.
 
-use std::collections::BTreeMap;
-
-use capi_operator_api::{
-    ContainerSpec, DeploymentSpec, ImageMeta, ManagerSpec, normalize::arg_value,
-};
+use capi_operator_api::{ContainerSpec, DeploymentSpec, ImageMeta, ManagerSpec};
 use serde_json::{Value, json};
 
 /// Errors customizing components; all are configuration problems.
@@ -78,140 +74,7 @@ impl Flags {
     }
 }
 
-fn parse_gates(s: &str) -> BTreeMap<String, String> {
-    s.split(',')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .filter(|(k, _)| !k.is_empty())
-        .collect()
-}
-
-fn gates_string(g: &BTreeMap<String, String>) -> String {
-    g.iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// Applies container args, additional args and manager fields to a container's args, in
-/// increasing precedence: the release, `containers[].args` (the `namespace` key ignored),
-/// `manager.additionalArgs`, then the explicit manager fields. Feature gates are merged key by
-/// key in the same order. `maxConcurrentReconciles` sets every `*-concurrency` flag the
-/// container has, except the ones given explicitly in `containers[].args`.
-pub fn customize_args(
-    release_args: &[String],
-    container_args: Option<
-        &BTreeMap<String, k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>,
-    >,
-    manager: Option<&ManagerSpec>,
-) -> Vec<String> {
-    let mut flags = Flags::parse(release_args);
-    let mut gates = flags
-        .get("feature-gates")
-        .and_then(|v| v.as_deref())
-        .map(parse_gates)
-        .unwrap_or_default();
-    let mut explicit: Vec<String> = Vec::new();
-    if let Some(args) = container_args {
-        for (k, v) in args {
-            let k = k.trim_start_matches('-');
-            if k == "namespace" {
-                continue;
-            }
-            let v = arg_value(v);
-            if k == "feature-gates" {
-                gates.extend(parse_gates(&v));
-            } else {
-                flags.set(k, Some(v));
-                explicit.push(k.to_string());
-            }
-        }
-    }
-    if let Some(m) = manager {
-        for (k, v) in m.additional_args.iter().flatten() {
-            let k = k.trim_start_matches('-');
-            if k != "namespace" {
-                flags.set(k, Some(v.clone()));
-            }
-        }
-        if m.debug == Some(true) {
-            flags.set("v", Some("5".into()));
-            flags.set("profiler-address", Some("localhost:6060".into()));
-        }
-        if let Some(p) = &m.sync_period {
-            flags.set("sync-period", Some(arg_value(p)));
-        }
-        if let Some(le) = &m.leader_election {
-            if let Some(b) = le.leader_elect {
-                flags.set("leader-elect", Some(b.to_string()));
-            }
-            for (flag, v) in [
-                ("leader-elect-lease-duration", &le.lease_duration),
-                ("leader-elect-renew-deadline", &le.renew_deadline),
-                ("leader-elect-retry-period", &le.retry_period),
-            ] {
-                if let Some(v) = v {
-                    flags.set(flag, Some(v.clone()));
-                }
-            }
-        }
-        if let Some(ns) = m.cache_namespace.as_ref().filter(|s| !s.is_empty()) {
-            flags.set("namespace", Some(ns.clone()));
-        }
-        if let Some(metrics) = &m.metrics {
-            if let Some(a) = &metrics.bind_address {
-                flags.set("metrics-bind-addr", Some(a.clone()));
-            }
-            if let Some(a) = &metrics.diagnostics_address {
-                flags.set("diagnostics-address", Some(a.clone()));
-            }
-            if let Some(b) = metrics.insecure_diagnostics {
-                flags.set("insecure-diagnostics", Some(b.to_string()));
-            }
-        }
-        if let Some(a) = m
-            .health
-            .as_ref()
-            .and_then(|h| h.health_probe_bind_address.clone())
-        {
-            flags.set("health-addr", Some(a));
-        }
-        if let Some(w) = &m.webhook {
-            if let Some(p) = w.port {
-                flags.set("webhook-port", Some(p.to_string()));
-            }
-            if let Some(h) = &w.host {
-                flags.set("webhook-host", Some(h.clone()));
-            }
-            if let Some(d) = &w.cert_dir {
-                flags.set("webhook-cert-dir", Some(d.clone()));
-            }
-        }
-        if let Some(p) = &m.profiler_address {
-            flags.set("profiler-address", Some(p.clone()));
-        }
-        if let Some(v) = m.verbosity {
-            flags.set("v", Some(v.to_string()));
-        }
-        if let Some(n) = m.max_concurrent_reconciles {
-            let targets: Vec<String> = flags
-                .names()
-                .filter(|k| k.ends_with("-concurrency") && !explicit.iter().any(|e| e == k))
-                .map(str::to_string)
-                .collect();
-            for k in targets {
-                flags.set(&k, Some(n.to_string()));
-            }
-        }
-        for (k, v) in m.feature_gates.iter().flatten() {
-            gates.insert(k.clone(), v.to_string());
-        }
-    }
-    if !gates.is_empty() {
-        flags.set("feature-gates", Some(gates_string(&gates)));
-    }
-    flags.to_args()
-}
+pub use crate::manager_args::{ManagerArgs, ManagerFinding, customize_args};
 
 /// Replaces the pieces of `image` given in `meta`.
 pub fn alter_image(image: &str, meta: &ImageMeta) -> String {
@@ -285,100 +148,150 @@ fn to_value<T: serde::Serialize>(what: &str, v: &T) -> Result<Value, CustomizeEr
     serde_json::to_value(v).map_err(|e| invalid(what, &e.to_string()))
 }
 
-/// Applies deployment overrides and manager flags to one Deployment object. `manager` flags go
-/// to the container named `manager` (or the only container).
+/// What was made of the manager settings of one Deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagerReport {
+    /// Name of the Deployment.
+    pub deployment: String,
+    /// The manager binary, e.g. "cluster-api v1.12.0"; `None` when its flags are not known
+    /// to the operator and conventional flags were used.
+    pub binary: Option<String>,
+    /// Settings without effect.
+    pub findings: Vec<ManagerFinding>,
+}
+
+/// Applies deployment overrides and manager flags to one Deployment object of release
+/// `version`. `manager` flags go to the container named `manager` (or the only container),
+/// mapped to the flags of the binary its release image names (see [`crate::managers`]).
+/// Returns what became of the manager settings when there were any.
 pub fn customize_deployment(
     deployment: &mut Value,
     spec: Option<&DeploymentSpec>,
     manager: Option<&ManagerSpec>,
-) -> Result<(), CustomizeError> {
+    version: &str,
+) -> Result<Option<ManagerReport>, CustomizeError> {
     if let Some(d) = spec {
-        if let Some(r) = d.replicas {
-            let dspec = deployment
-                .get_mut("spec")
-                .ok_or_else(|| invalid("deployment", "no spec"))?;
-            set(dspec, "deployment spec", "replicas", json!(r))?;
-        }
-        let pod = deployment
-            .pointer_mut("/spec/template/spec")
-            .ok_or_else(|| invalid("deployment", "no spec.template.spec"))?;
-        if let Some(ns) = &d.node_selector {
-            set(
-                pod,
-                "pod spec",
-                "nodeSelector",
-                to_value("nodeSelector", ns)?,
-            )?;
-        }
-        if let Some(t) = &d.tolerations {
-            set(pod, "pod spec", "tolerations", to_value("tolerations", t)?)?;
-        }
-        if let Some(a) = &d.affinity {
-            set(pod, "pod spec", "affinity", to_value("affinity", a)?)?;
-        }
-        if let Some(sa) = &d.service_account_name {
-            set(pod, "pod spec", "serviceAccountName", json!(sa))?;
-        }
-        if let Some(s) = &d.image_pull_secrets {
-            set(
-                pod,
-                "pod spec",
-                "imagePullSecrets",
-                to_value("imagePullSecrets", s)?,
-            )?;
-        }
+        customize_pod(deployment, d)?;
     }
+    let name = deployment
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     let containers = deployment
         .pointer_mut("/spec/template/spec/containers")
         .and_then(Value::as_array_mut)
         .ok_or_else(|| invalid("deployment", "no containers"))?;
     let single = containers.len() == 1;
+    let mut report = None;
     for c in containers.iter_mut() {
-        let name = c
+        let cname = c
             .get("name")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
+        // The release's image names the binary; an override only moves it to another registry.
+        let release_image = c
+            .get("image")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let over: Option<&ContainerSpec> =
-            spec.and_then(|d| d.containers.iter().find(|x| x.name == name));
+            spec.and_then(|d| d.containers.iter().find(|x| x.name == cname));
         if let Some(o) = over {
-            if let Some(img) = &o.image {
-                let meta = img.to_meta();
-                let cur = c
-                    .get("image")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                set(c, "container", "image", json!(alter_image(&cur, &meta)))?;
-            }
-            if let Some(env) = &o.env {
-                merge_env(c, env)?;
-            }
-            if let Some(r) = &o.resources {
-                set(c, "container", "resources", to_value("resources", r)?)?;
-            }
-            if let Some(cmd) = &o.command {
-                set(c, "container", "command", json!(cmd))?;
-            }
+            customize_container(c, o)?;
         }
-        let is_manager = name == "manager" || single;
-        if over.and_then(|o| o.args.as_ref()).is_some() || (is_manager && manager.is_some()) {
-            let release: Vec<String> = c
-                .get("args")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let args = customize_args(
-                &release,
-                over.and_then(|o| o.args.as_ref()),
-                if is_manager { manager } else { None },
-            );
-            set(c, "container", "args", json!(args))?;
+        let is_manager = cname == "manager" || single;
+        let container_args = over.and_then(|o| o.args.as_ref());
+        if container_args.is_none() && !(is_manager && manager.is_some()) {
+            continue;
         }
+        let release: Vec<String> = c
+            .get("args")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let binary = crate::managers::identify(&release_image, version);
+        let out = customize_args(
+            &release,
+            container_args,
+            if is_manager { manager } else { None },
+            binary.as_ref(),
+        );
+        set(c, "container", "args", json!(out.args))?;
+        if is_manager {
+            report = Some(ManagerReport {
+                deployment: name.clone(),
+                binary: binary
+                    .as_ref()
+                    .map(crate::managers::ManagerFlagSet::describe),
+                findings: out.findings,
+            });
+        }
+    }
+    Ok(report)
+}
+
+fn customize_pod(deployment: &mut Value, d: &DeploymentSpec) -> Result<(), CustomizeError> {
+    if let Some(r) = d.replicas {
+        let dspec = deployment
+            .get_mut("spec")
+            .ok_or_else(|| invalid("deployment", "no spec"))?;
+        set(dspec, "deployment spec", "replicas", json!(r))?;
+    }
+    let pod = deployment
+        .pointer_mut("/spec/template/spec")
+        .ok_or_else(|| invalid("deployment", "no spec.template.spec"))?;
+    if let Some(ns) = &d.node_selector {
+        set(
+            pod,
+            "pod spec",
+            "nodeSelector",
+            to_value("nodeSelector", ns)?,
+        )?;
+    }
+    if let Some(t) = &d.tolerations {
+        set(pod, "pod spec", "tolerations", to_value("tolerations", t)?)?;
+    }
+    if let Some(a) = &d.affinity {
+        set(pod, "pod spec", "affinity", to_value("affinity", a)?)?;
+    }
+    if let Some(sa) = &d.service_account_name {
+        set(pod, "pod spec", "serviceAccountName", json!(sa))?;
+    }
+    if let Some(s) = &d.image_pull_secrets {
+        set(
+            pod,
+            "pod spec",
+            "imagePullSecrets",
+            to_value("imagePullSecrets", s)?,
+        )?;
+    }
+    Ok(())
+}
+
+fn customize_container(c: &mut Value, o: &ContainerSpec) -> Result<(), CustomizeError> {
+    if let Some(img) = &o.image {
+        let meta = img.to_meta();
+        let cur = c
+            .get("image")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        set(c, "container", "image", json!(alter_image(&cur, &meta)))?;
+    }
+    if let Some(env) = &o.env {
+        merge_env(c, env)?;
+    }
+    if let Some(r) = &o.resources {
+        set(c, "container", "resources", to_value("resources", r)?)?;
+    }
+    if let Some(cmd) = &o.command {
+        set(c, "container", "command", json!(cmd))?;
     }
     Ok(())
 }
@@ -404,7 +317,7 @@ mod tests {
         ] {
             let mut d = bad.clone();
             assert!(
-                customize_deployment(&mut d, Some(&spec), None).is_err(),
+                customize_deployment(&mut d, Some(&spec), None, "v0.1.0").is_err(),
                 "{bad} should be refused"
             );
         }
@@ -412,7 +325,7 @@ mod tests {
         let manager: ManagerSpec = serde_json::from_value(json!({"verbosity": 3})).unwrap();
         let mut d =
             json!({"kind": "Deployment", "spec": {"template": {"spec": {"containers": [7]}}}});
-        assert!(customize_deployment(&mut d, None, Some(&manager)).is_err());
+        assert!(customize_deployment(&mut d, None, Some(&manager), "v0.1.0").is_err());
     }
 
     fn s(v: &[&str]) -> Vec<String> {
@@ -441,7 +354,9 @@ mod tests {
             ]),
             c.args.as_ref(),
             spec.manager.as_ref(),
-        );
+            None,
+        )
+        .args;
         assert_eq!(
             args,
             s(&[
@@ -463,7 +378,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            customize_args(&s(&["--v=1"]), None, Some(&m)),
+            customize_args(&s(&["--v=1"]), None, Some(&m), None).args,
             s(&["--v=5", "--profiler-address=localhost:6060"])
         );
     }
@@ -510,7 +425,12 @@ mod tests {
                  "resources": {"limits": {"cpu": "100m", "memory": "30Mi"}}, "command": ["/manager"]}]}
         }))?;
         let spec = spec.normalized();
-        customize_deployment(&mut d, spec.deployment.as_ref(), spec.manager.as_ref())?;
+        customize_deployment(
+            &mut d,
+            spec.deployment.as_ref(),
+            spec.manager.as_ref(),
+            "v1",
+        )?;
         assert_eq!(d["spec"]["replicas"], 2);
         let pod = &d["spec"]["template"]["spec"];
         assert_eq!(pod["nodeSelector"]["role"], "mgmt");

@@ -8,6 +8,8 @@ pub mod airgap;
 pub mod contract;
 pub mod customize;
 pub mod defaults;
+pub mod manager_args;
+pub mod managers;
 pub mod metadata;
 pub mod patch;
 pub mod pipeline;

@@ -47,6 +47,8 @@ pub struct Rendered {
     pub namespace: String,
     /// Images of the provider's workloads, after overrides.
     pub images: Vec<String>,
+    /// What became of the manager settings, one entry per Deployment that had any.
+    pub managers: Vec<customize::ManagerReport>,
 }
 
 /// Renders `provider` from `release`, with variables from `lookup` and no extras.
@@ -94,26 +96,7 @@ pub fn render_with(
         .ok_or(pipeline::PipelineError::NoTargetNamespace)?;
     pipeline::fix_target_namespace(&mut objects, &target)?;
     let label = provider.provider_type.manifest_label(provider.name());
-    for o in objects.iter_mut() {
-        if o.get("kind").and_then(Value::as_str) != Some("Deployment") {
-            continue;
-        }
-        let name = o
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        match spec.additional_deployments.get(&name) {
-            Some(extra) => customize::customize_deployment(
-                o,
-                extra.deployment.as_ref(),
-                extra.manager.as_ref(),
-            )?,
-            None => {
-                customize::customize_deployment(o, spec.deployment.as_ref(), spec.manager.as_ref())?
-            }
-        }
-    }
+    let managers = customize_deployments(&mut objects, &spec, &release.version)?;
     if let Some(text) = extra.additional_manifests.as_deref() {
         let more = additional_objects(text, &lookup, &target, &objects)?;
         tracing::debug!(count = more.len(), "adding additional manifests");
@@ -129,7 +112,47 @@ pub fn render_with(
         contract,
         namespace: target,
         images,
+        managers,
     })
+}
+
+/// Customizes every Deployment of the release; reports name the fields as
+/// `spec.manager...` or `spec.additionalDeployments[NAME].manager...`.
+fn customize_deployments(
+    objects: &mut [Value],
+    spec: &capi_operator_api::ProviderSpec,
+    version: &str,
+) -> Result<Vec<customize::ManagerReport>, RenderError> {
+    let mut reports = Vec::new();
+    for o in objects.iter_mut() {
+        if o.get("kind").and_then(Value::as_str) != Some("Deployment") {
+            continue;
+        }
+        let name = o
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let (deployment, manager, prefix) = match spec.additional_deployments.get(&name) {
+            Some(extra) => (
+                extra.deployment.as_ref(),
+                extra.manager.as_ref(),
+                format!("spec.additionalDeployments[{name}]"),
+            ),
+            None => (
+                spec.deployment.as_ref(),
+                spec.manager.as_ref(),
+                "spec".to_string(),
+            ),
+        };
+        if let Some(mut r) = customize::customize_deployment(o, deployment, manager, version)? {
+            for f in &mut r.findings {
+                f.field = format!("{prefix}.{}", f.field);
+            }
+            reports.push(r);
+        }
+    }
+    Ok(reports)
 }
 
 fn additional_objects(

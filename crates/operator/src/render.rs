@@ -118,6 +118,13 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<()> {
         additional_manifests: additional,
     };
     let rendered = render_with(&provider, &release, |k| vars.get(k).cloned(), &extras)?;
+    // The same findings the operator puts on the ManagerConfigured condition; on stderr so the
+    // objects on stdout stay exactly what the operator applies.
+    for r in &rendered.managers {
+        for f in &r.findings {
+            eprintln!("warning: {} {}", f.field, f.problem);
+        }
+    }
     print!("{}", capi_yaml::to_multi_doc(&rendered.objects)?);
     Ok(())
 }

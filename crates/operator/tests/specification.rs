@@ -234,7 +234,20 @@ spec: {version: v0.3.10}
     // 1: controller flags from manager fields and container args; the Secret substituted;
     // fetchConfig.url names only the repository's releases.
     apply_example("01-aws-controller-flags.yaml")?;
-    ready("InfrastructureProvider", "capa-system", "aws").await?;
+    let aws = ready("InfrastructureProvider", "capa-system", "aws").await?;
+    // The AWS manager's flags are not in the operator's table: conventional flags, and the
+    // condition says so.
+    let configured = condition(&aws, "ManagerConfigured").ok_or("no ManagerConfigured")?;
+    assert_eq!(
+        configured["reason"], "ManagerSettingsApplied",
+        "{configured}"
+    );
+    assert!(
+        configured["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("conventional controller-runtime flags")),
+        "{configured}"
+    );
     let m = manager(&client, "capa-system", "capa-controller-manager").await?;
     let a = args(&m);
     for want in [

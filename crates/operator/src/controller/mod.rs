@@ -7,6 +7,7 @@ pub mod apply;
 pub mod conditions;
 pub mod labels;
 pub mod preflight;
+pub mod readiness;
 pub mod reconcile;
 pub mod source;
 

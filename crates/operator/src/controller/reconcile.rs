@@ -27,7 +27,10 @@ use capi_operator_api::{
     },
 };
 use k8s_openapi::{
-    api::core::v1::{ConfigMap, Secret},
+    api::{
+        apps::v1::Deployment,
+        core::v1::{ConfigMap, Pod, Secret},
+    },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
@@ -107,7 +110,31 @@ pub mod reason {
     pub const NOT_AVAILABLE: &str = "DeploymentsNotAvailable";
     /// The release has no Deployment to watch.
     pub const NO_DEPLOYMENT: &str = "NoDeployment";
+    /// A manager container of the provider keeps exiting (Ready False; the message holds the
+    /// pod, container, restart count and the end of its log).
+    pub const MANAGER_CRASH_LOOPING: &str = "ManagerCrashLooping";
+    /// A manager image cannot be pulled (Ready False).
+    pub const MANAGER_IMAGE_UNAVAILABLE: &str = "ManagerImageUnavailable";
+    /// Every spec.manager setting reached a flag of the manager (ManagerConfigured True).
+    pub const MANAGER_SETTINGS_APPLIED: &str = "ManagerSettingsApplied";
+    /// Some spec.manager settings have no effect on the provider's manager.
+    pub const MANAGER_SETTINGS_IGNORED: &str = "ManagerSettingsIgnored";
+    /// A flag or feature gate given explicitly is unknown to the manager's binary, which
+    /// would refuse to start.
+    pub const MANAGER_FLAGS_REJECTED: &str = "ManagerFlagsRejected";
 }
+
+/// Ready reasons that a look at the pods may change without any watched object changing.
+const UNREADY_RECHECKED: &[&str] = &[
+    reason::NOT_AVAILABLE,
+    reason::MANAGER_CRASH_LOOPING,
+    reason::MANAGER_IMAGE_UNAVAILABLE,
+];
+
+/// How soon an installed provider that is not Ready looks at its pods again: pods are not
+/// watched (they carry none of the operator's labels), so a crash loop would otherwise be seen
+/// only at the next resync.
+const READINESS_RECHECK: Duration = Duration::from_secs(5);
 
 /// Errors retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -250,7 +277,12 @@ async fn reconcile_once<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Actio
             let refused = status
                 .condition(PAUSED)
                 .is_some_and(|c| c.reason == reason::UNPAUSE_REFUSED);
-            let after = if refused {
+            let unready = status.condition(READY).is_some_and(|c| {
+                c.status != "True" && UNREADY_RECHECKED.contains(&c.reason.as_str())
+            });
+            let after = if unready {
+                READINESS_RECHECK.min(ctx.opts.resync)
+            } else if refused {
                 ctx.opts.config_retry
             } else {
                 ctx.opts.resync
@@ -770,6 +802,16 @@ async fn install<P: Provider>(
         Ok(r) => r,
         Err(e) => return render_problem(e),
     };
+    conditions::set(
+        &mut status.conditions,
+        &super::readiness::manager_configured(&rendered.managers),
+        generation,
+    );
+    for r in &rendered.managers {
+        for f in &r.findings {
+            debug!(provider = %provider_key(p), deployment = %r.deployment, field = %f.field, problem = %f.problem, "manager setting without effect");
+        }
+    }
     let mut objects = rendered.objects;
     let rendered_count = objects.len();
     // The same checks as `kubectl capi-providers verify`, on what is about to be installed.
@@ -916,7 +958,8 @@ async fn install<P: Provider>(
                     generation,
                 );
             }
-            conditions::set(&mut status.conditions, &readiness(ctx, p), generation);
+            let ready = readiness(ctx, p).await;
+            conditions::set(&mut status.conditions, &ready, generation);
         }
     }
     Step::Done
@@ -946,8 +989,9 @@ pub fn scale_to_zero(o: &mut Value) {
     }
 }
 
-/// Ready from the provider's Deployments: every one Available and rolled out.
-fn readiness(ctx: &Ctx, p: &AnyProvider) -> Desired {
+/// Ready from the provider's Deployments: every one Available and rolled out. For one that is
+/// not, its Pods tell a crash loop or an unpullable image from a rollout in progress.
+async fn readiness(ctx: &Ctx, p: &AnyProvider) -> Desired {
     let deployments = ctx.world.deployments_of(p);
     if deployments.is_empty() {
         return Desired::failed(
@@ -958,28 +1002,9 @@ fn readiness(ctx: &Ctx, p: &AnyProvider) -> Desired {
     }
     let mut names: Vec<&str> = Vec::new();
     for d in &deployments {
-        let st = d.status.as_ref();
-        let available = st
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| c.iter().find(|c| c.type_ == "Available"));
-        let rolled_out = st.is_some_and(|s| {
-            s.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0)
-                && s.updated_replicas.unwrap_or(0)
-                    >= d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
-        });
-        if available.is_none_or(|c| c.status != "True") || !rolled_out {
-            let why = available
-                .and_then(|c| c.message.clone())
-                .unwrap_or_else(|| "rollout in progress".into());
-            return Desired::failed(
-                READY,
-                reason::NOT_AVAILABLE,
-                format!(
-                    "Deployment {}/{} is not available: {why}",
-                    d.namespace().unwrap_or_default(),
-                    d.name_any()
-                ),
-            );
+        if let Err(why) = super::readiness::availability(d) {
+            let pods = pods_of(ctx, d).await;
+            return super::readiness::not_ready(d, &why, &pods);
         }
         names.push(d.metadata.name.as_deref().unwrap_or(""));
     }
@@ -989,6 +1014,29 @@ fn readiness(ctx: &Ctx, p: &AnyProvider) -> Desired {
         reason::AVAILABLE,
         format!("available: {}", names.join(", ")),
     )
+}
+
+/// The Pods of Deployment `d` by its selector; none when they cannot be read (Ready then says
+/// only that the Deployment is not available, which is still true).
+async fn pods_of(ctx: &Ctx, d: &Deployment) -> Vec<Pod> {
+    let Some(selector) = d.spec.as_ref().map(|s| s.selector.clone()) else {
+        return Vec::new();
+    };
+    let selector = match kube::core::Selector::try_from(selector) {
+        Ok(s) if !s.selects_all() => s,
+        _ => return Vec::new(),
+    };
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &d.namespace().unwrap_or_default());
+    match api
+        .list(&ListParams::default().labels_from(&selector))
+        .await
+    {
+        Ok(list) => list.items,
+        Err(e) => {
+            debug!(deployment = %d.name_any(), error = %e, "pods not listed");
+            Vec::new()
+        }
+    }
 }
 
 /// What keeps a provider from being deleted: for the core provider, any other provider; for

@@ -1,0 +1,351 @@
+//! The decisions behind the `Ready` and `ManagerConfigured` conditions, as plain functions of
+//! what the caches and the API returned, so they are testable without a cluster.
+//!
+//! Ready comes from the Deployments' Available condition. When a Deployment is not available,
+//! its Pods say why in terms a user can act on: a manager in a crash loop (with the log tail
+//! Kubernetes keeps as the termination message) or an image that cannot be pulled.
+
+use capi_components::customize::ManagerReport;
+use capi_operator_api::conditions::{MANAGER_CONFIGURED, READY};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ContainerStatus, Pod},
+};
+use kube::ResourceExt;
+
+use super::{conditions::Desired, reconcile::reason};
+
+/// Waiting reasons of a container whose image cannot be pulled.
+const IMAGE_PULL_FAILURES: &[&str] = &[
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+];
+
+/// How much of a termination message (the log tail) goes into the condition, in bytes.
+const LOG_TAIL_BYTES: usize = 300;
+
+/// Whether `d` is Available and rolled out: `Err` carries the Available condition's message.
+pub fn availability(d: &Deployment) -> Result<(), String> {
+    let st = d.status.as_ref();
+    let available = st
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Available"));
+    let rolled_out = st.is_some_and(|s| {
+        s.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0)
+            && s.updated_replicas.unwrap_or(0)
+                >= d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+    });
+    if available.is_some_and(|c| c.status == "True") && rolled_out {
+        return Ok(());
+    }
+    Err(available
+        .and_then(|c| c.message.clone())
+        .unwrap_or_else(|| "rollout in progress".into()))
+}
+
+/// Ready=False for Deployment `d`, which is not available (`why`), naming the first pod
+/// (by name) whose manager crash-loops or cannot pull its image.
+pub fn not_ready(d: &Deployment, why: &str, pods: &[Pod]) -> Desired {
+    let deployment = format!("{}/{}", d.namespace().unwrap_or_default(), d.name_any());
+    let mut pods: Vec<&Pod> = pods.iter().collect();
+    pods.sort_by_key(|p| p.name_any());
+    for pod in pods {
+        if let Some(found) = pod_problem(pod) {
+            return found;
+        }
+    }
+    Desired::failed(
+        READY,
+        reason::NOT_AVAILABLE,
+        format!("Deployment {deployment} is not available: {why}"),
+    )
+}
+
+fn pod_problem(pod: &Pod) -> Option<Desired> {
+    let st = pod.status.as_ref()?;
+    let statuses = st
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(st.container_statuses.iter().flatten());
+    for c in statuses {
+        if let Some(d) =
+            image_unavailable(&pod.name_any(), c).or_else(|| crash_loop(&pod.name_any(), c))
+        {
+            return Some(d);
+        }
+    }
+    None
+}
+
+fn image_unavailable(pod: &str, c: &ContainerStatus) -> Option<Desired> {
+    let waiting = c.state.as_ref()?.waiting.as_ref()?;
+    let why = waiting.reason.as_deref()?;
+    if !IMAGE_PULL_FAILURES.contains(&why) {
+        return None;
+    }
+    let detail = waiting.message.as_deref().unwrap_or("");
+    Some(Desired::failed(
+        READY,
+        reason::MANAGER_IMAGE_UNAVAILABLE,
+        format!(
+            "pod {pod} container {} cannot get image {} ({why}): {detail}",
+            c.name, c.image
+        ),
+    ))
+}
+
+fn crash_loop(pod: &str, c: &ContainerStatus) -> Option<Desired> {
+    let backing_off = c
+        .state
+        .as_ref()
+        .and_then(|s| s.waiting.as_ref())
+        .is_some_and(|w| w.reason.as_deref() == Some("CrashLoopBackOff"));
+    let last = c.last_state.as_ref().and_then(|s| s.terminated.as_ref());
+    let failed_before = last.is_some_and(|t| t.exit_code != 0) && c.restart_count > 0;
+    if !backing_off && !failed_before {
+        return None;
+    }
+    let exit = last
+        .map(|t| format!("; last exit code {}", t.exit_code))
+        .unwrap_or_default();
+    let tail = last
+        .and_then(|t| t.message.as_deref())
+        .map(log_tail)
+        .filter(|t| !t.is_empty())
+        .map(|t| format!(": {t}"))
+        .unwrap_or_default();
+    Some(Desired::failed(
+        READY,
+        reason::MANAGER_CRASH_LOOPING,
+        format!(
+            "pod {pod} container {} is crash-looping (restarted {} times{exit}){tail}",
+            c.name, c.restart_count
+        ),
+    ))
+}
+
+/// The last lines of `message` that fit in [`LOG_TAIL_BYTES`] (the end of the last line when
+/// that alone is longer): the error that stopped the manager is at the end of its log.
+pub fn log_tail(message: &str) -> String {
+    let message = message.trim();
+    if message.len() <= LOG_TAIL_BYTES {
+        return message.to_string();
+    }
+    let mut start = None;
+    for (i, _) in message.match_indices('\n').rev() {
+        if message.len() - (i + 1) > LOG_TAIL_BYTES {
+            break;
+        }
+        start = Some(i + 1);
+    }
+    let start = start.unwrap_or_else(|| {
+        let mut s = message.len() - LOG_TAIL_BYTES;
+        while !message.is_char_boundary(s) {
+            s += 1;
+        }
+        s
+    });
+    message[start..].trim().to_string()
+}
+
+/// ManagerConfigured from what rendering made of the manager settings: True when every
+/// setting reached a flag, False naming each one without effect (reason
+/// `ManagerFlagsRejected` when the manager would refuse to start).
+pub fn manager_configured(reports: &[ManagerReport]) -> Desired {
+    let findings: Vec<String> = reports
+        .iter()
+        .flat_map(|r| r.findings.iter())
+        .map(|f| format!("{} {}", f.field, f.problem))
+        .collect();
+    if !findings.is_empty() {
+        let fatal = reports
+            .iter()
+            .flat_map(|r| r.findings.iter())
+            .any(|f| f.fatal);
+        let why = if fatal {
+            reason::MANAGER_FLAGS_REJECTED
+        } else {
+            reason::MANAGER_SETTINGS_IGNORED
+        };
+        return Desired::failed(MANAGER_CONFIGURED, why, findings.join("; "));
+    }
+    let applied: Vec<String> = reports
+        .iter()
+        .map(|r| match &r.binary {
+            Some(b) => format!("Deployment {}: flags of {b}", r.deployment),
+            None => format!(
+                "Deployment {}: conventional controller-runtime flags (its manager's flags are not known to the operator)",
+                r.deployment
+            ),
+        })
+        .collect();
+    let message = if applied.is_empty() {
+        "no manager settings given".to_string()
+    } else {
+        format!("manager settings applied: {}", applied.join("; "))
+    };
+    Desired::ok(
+        MANAGER_CONFIGURED,
+        reason::MANAGER_SETTINGS_APPLIED,
+        message,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment() -> Result<Deployment, serde_json::Error> {
+        serde_json::from_value(json!({
+            "metadata": {"name": "capi-controller-manager", "namespace": "capi-system", "generation": 1},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"cluster.x-k8s.io/provider": "cluster-api"}}, "template": {}},
+            "status": {"observedGeneration": 1, "updatedReplicas": 1, "conditions": [
+                {"type": "Available", "status": "False", "message": "Deployment does not have minimum availability."}
+            ]}
+        }))
+    }
+
+    fn pod(name: &str, status: serde_json::Value) -> Result<Pod, serde_json::Error> {
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "capi-system"}, "status": status}),
+        )
+    }
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    #[test]
+    fn a_crash_loop_is_named_with_the_log_tail() -> TestResult {
+        let d = deployment()?;
+        let why = availability(&d).err().ok_or("should not be available")?;
+        let log = format!(
+            "{}\nE1123 setup failed\nunknown flag: --metrics-bind-addr",
+            "x".repeat(400)
+        );
+        let crashing = pod(
+            "capi-controller-manager-abc",
+            json!({"containerStatuses": [{
+                "name": "manager", "image": "registry.k8s.io/cluster-api/cluster-api-controller:v1.12.0",
+                "imageID": "", "ready": false, "restartCount": 3,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                "lastState": {"terminated": {"exitCode": 2, "reason": "Error", "message": log}}
+            }]}),
+        )?;
+        let healthy = pod(
+            "capi-controller-manager-000",
+            json!({"containerStatuses": [{
+                "name": "manager", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"running": {}}
+            }]}),
+        )?;
+        let got = not_ready(&d, &why, &[crashing, healthy]);
+        assert_eq!(got.reason, reason::MANAGER_CRASH_LOOPING);
+        assert!(!got.ok);
+        assert_eq!(
+            got.message,
+            "pod capi-controller-manager-abc container manager is crash-looping (restarted 3 times; last exit code 2): E1123 setup failed\nunknown flag: --metrics-bind-addr"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_failed_restart_counts_as_a_crash_loop_between_back_offs() -> TestResult {
+        let p = pod(
+            "p",
+            json!({"containerStatuses": [{
+                "name": "manager", "image": "x", "imageID": "", "ready": false, "restartCount": 1,
+                "state": {"running": {}},
+                "lastState": {"terminated": {"exitCode": 1}}
+            }]}),
+        )?;
+        let got = not_ready(&deployment()?, "w", &[p]);
+        assert_eq!(got.reason, reason::MANAGER_CRASH_LOOPING);
+        assert_eq!(
+            got.message,
+            "pod p container manager is crash-looping (restarted 1 times; last exit code 1)"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn an_image_that_cannot_be_pulled_is_named() -> TestResult {
+        let p = pod(
+            "p",
+            json!({"containerStatuses": [{
+                "name": "manager", "image": "mirror.local/cluster-api-controller:v9", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}
+            }]}),
+        )?;
+        let got = not_ready(&deployment()?, "w", &[p]);
+        assert_eq!(got.reason, reason::MANAGER_IMAGE_UNAVAILABLE);
+        assert_eq!(
+            got.message,
+            "pod p container manager cannot get image mirror.local/cluster-api-controller:v9 (ImagePullBackOff): Back-off pulling image"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn otherwise_the_deployment_is_just_not_available() -> TestResult {
+        let d = deployment()?;
+        let why = availability(&d).err().ok_or("should not be available")?;
+        let got = not_ready(&d, &why, &[]);
+        assert_eq!(got.reason, reason::NOT_AVAILABLE);
+        assert_eq!(
+            got.message,
+            "Deployment capi-system/capi-controller-manager is not available: Deployment does not have minimum availability."
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn log_tails_keep_whole_last_lines() {
+        assert_eq!(log_tail("a\nb\nc\n"), "a\nb\nc");
+        let long = "y".repeat(500);
+        assert_eq!(log_tail(&long).len(), LOG_TAIL_BYTES);
+        assert_eq!(log_tail(&format!("{long}\nlast")), "last");
+        assert_eq!(
+            log_tail(&"é".repeat(400)).chars().count(),
+            LOG_TAIL_BYTES / 2
+        );
+    }
+
+    #[test]
+    fn manager_configured_lists_what_has_no_effect() {
+        use capi_components::customize::ManagerFinding;
+        let finding = |field: &str, fatal| ManagerFinding {
+            field: field.into(),
+            problem: "has no flag in cluster-api v1.12.0 (no effect)".into(),
+            fatal,
+        };
+        let report = |findings| ManagerReport {
+            deployment: "capi-controller-manager".into(),
+            binary: Some("cluster-api v1.12.0".into()),
+            findings,
+        };
+        let ok = manager_configured(&[report(vec![])]);
+        assert!(ok.ok);
+        assert_eq!(
+            ok.message,
+            "manager settings applied: Deployment capi-controller-manager: flags of cluster-api v1.12.0"
+        );
+        let ignored = manager_configured(&[report(vec![finding(
+            "spec.manager.gracefulShutDown",
+            false,
+        )])]);
+        assert_eq!(
+            (ignored.ok, ignored.reason.as_str()),
+            (false, reason::MANAGER_SETTINGS_IGNORED)
+        );
+        assert_eq!(
+            ignored.message,
+            "spec.manager.gracefulShutDown has no flag in cluster-api v1.12.0 (no effect)"
+        );
+        let fatal = manager_configured(&[report(vec![finding("a", false), finding("b", true)])]);
+        assert_eq!(fatal.reason, reason::MANAGER_FLAGS_REJECTED);
+        assert_eq!(manager_configured(&[]).message, "no manager settings given");
+    }
+}
