@@ -37,7 +37,8 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             .ok()
             .and_then(|m| m.contract_for(&r.version).ok().map(str::to_string));
         let vars = release::variables(&r)?;
-        let (objects, blank) = release::objects_lenient(&r, &file)?;
+        // As clusterctl describes a release: expressions as written, except the values given.
+        let objects = release::objects_with(&r, &file, false)?;
         let namespace = release::target_namespace(arg, &objects)?;
         let mut images = capi_components::pipeline::inspect_images(&objects);
         images.dedup();
@@ -77,12 +78,6 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
         say!("  images:");
         for i in &images {
             say!("    {i}");
-        }
-        if !blank.is_empty() {
-            say!(
-                "  (images read with empty values for the required variables {})",
-                blank.join(", ")
-            );
         }
     }
     if args.output == "json" {

@@ -135,7 +135,7 @@ fn report(title: &str, findings: &[Finding], quiet: bool) -> usize {
 
 fn check(t: ProviderType, release: &Release, fixed: Option<&str>) -> anyhow::Result<Vec<Finding>> {
     let (contract, meta) = contract_of(Some(&release.metadata), &release.version, fixed);
-    let (objects, _) = release::objects_lenient(release, &Default::default())?;
+    let objects = release::objects_as_published(release)?;
     let mut findings: Vec<Finding> = meta.into_iter().collect();
     findings.extend(contract::verify(t, contract.as_deref(), &objects));
     Ok(findings)
@@ -161,7 +161,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
             metadata: metadata.unwrap_or_default(),
             components,
         };
-        let (objects, _) = release::objects_lenient(&release, &Default::default())?;
+        let objects = release::objects_as_published(&release)?;
         let mut findings: Vec<Finding> = meta.into_iter().collect();
         findings.extend(contract::verify(t, contract.as_deref(), &objects));
         errors += report(
