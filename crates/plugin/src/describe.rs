@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use crate::{
+    output::{self, OutputFlags},
     providers::ProviderFlags,
     release::{self, SourceFlags},
     vars::VariableFlags,
@@ -17,9 +18,8 @@ pub struct Args {
     sources: SourceFlags,
     #[command(flatten)]
     variables: VariableFlags,
-    /// Output format: text or json.
-    #[arg(long, short = 'o', default_value = "text")]
-    output: String,
+    #[command(flatten)]
+    output: OutputFlags,
 }
 
 /// Runs `describe`.
@@ -42,7 +42,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
         let namespace = release::target_namespace(arg, &objects)?;
         let mut images = capi_components::pipeline::inspect_images(&objects);
         images.dedup();
-        if args.output == "json" {
+        if args.output.output.is_some() {
             docs.push(json!({
                 "kind": arg.provider_type.kind(),
                 "name": arg.name,
@@ -80,8 +80,8 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             say!("    {i}");
         }
     }
-    if args.output == "json" {
-        say!("{}", serde_json::to_string_pretty(&docs)?);
+    if let Some(format) = args.output.output {
+        output::print(&serde_json::Value::Array(docs), format)?;
     }
     Ok(())
 }
