@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod privileged;
 pub mod render;
 pub mod source;
+pub mod unresolved;
 pub mod upgrade;
 pub mod variables;
 pub mod version;

@@ -62,7 +62,7 @@ mod parse;
 pub use clusterctl::{Variable, process, variables};
 pub use error::{Error, ParseErrorKind};
 pub use legacy::convert_legacy_vars;
-pub use parse::{Func, Node, Op, Template, parse};
+pub use parse::{Func, Node, Op, Template, expression_ranges, parse};
 
 /// Deepest nesting of `${...}` inside another expression's arguments that [`parse`] accepts.
 ///

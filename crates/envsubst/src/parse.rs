@@ -177,11 +177,31 @@ pub fn parse(input: &str) -> Result<Template, Error> {
         src: input,
         bytes: input.as_bytes(),
     };
-    let nodes = parser.top_level()?;
+    let nodes = parser.top_level(&mut Vec::new())?;
     Ok(Template {
         nodes,
         source_len: input.len(),
     })
+}
+
+/// The byte ranges of `input`'s top-level `${...}` expressions, in source order, as [`parse`]
+/// finds them (`$${x}` is an escape, not an expression; nested expressions are inside their
+/// parent's range).
+///
+/// Readers that must keep expressions as written (clusterctl's `generate provider --describe`
+/// reads a release without substituting it) use the ranges to set them aside and put them back.
+///
+/// # Errors
+///
+/// Any error of [`parse`].
+pub fn expression_ranges(input: &str) -> Result<Vec<std::ops::Range<usize>>, Error> {
+    let parser = Parser {
+        src: input,
+        bytes: input.as_bytes(),
+    };
+    let mut ranges = Vec::new();
+    parser.top_level(&mut ranges)?;
+    Ok(ranges)
 }
 
 /// Which characters end a text argument (besides `${` and the end of input).
@@ -221,7 +241,8 @@ impl Parser<'_> {
         self.byte(pos) == Some(b'$') && self.byte(pos + 1) == Some(b'{')
     }
 
-    fn top_level(&self) -> Result<Vec<Node>, Error> {
+    /// The top-level nodes; the range of every expression is pushed onto `ranges`.
+    fn top_level(&self, ranges: &mut Vec<std::ops::Range<usize>>) -> Result<Vec<Node>, Error> {
         let mut nodes = Vec::new();
         let mut text = String::new();
         // `seg` is where the not-yet-copied plain text starts; copying whole slices keeps this fast.
@@ -237,6 +258,7 @@ impl Parser<'_> {
                     }
                     let (func, end) = self.func(at, 1)?;
                     nodes.push(Node::Func(func));
+                    ranges.push(at..end);
                     pos = end;
                     seg = end;
                 }
@@ -532,6 +554,18 @@ mod tests {
             Err(Error::Parse { kind, .. }) => Some(kind),
             _ => None,
         }
+    }
+
+    #[test]
+    fn expression_ranges_cover_whole_top_level_expressions() -> Result<(), Error> {
+        let input = "a: ${A}\nb: x:${B:=${C}}y\nc: $${D} ${E/x/y}";
+        let found: Vec<&str> = expression_ranges(input)?
+            .into_iter()
+            .map(|r| &input[r])
+            .collect();
+        assert_eq!(found, ["${A}", "${B:=${C}}", "${E/x/y}"]);
+        assert!(expression_ranges("${v:=").is_err());
+        Ok(())
     }
 
     #[test]

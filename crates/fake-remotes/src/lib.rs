@@ -71,6 +71,8 @@ pub struct RecordedRequest {
     pub authorization: Option<String>,
     /// The `Accept` header, if any.
     pub accept: Option<String>,
+    /// The `User-Agent` header, if any (tests check clients say who they are).
+    pub user_agent: Option<String>,
 }
 
 /// A body answered instead of every file download (GitHub assets, GitLab package files).
@@ -435,6 +437,7 @@ async fn handle(state: &State, host: HostKind, req: Request<Incoming>) -> Respon
             target: target.clone(),
             authorization: authorization.clone(),
             accept: accept.clone(),
+            user_agent: header(&req, "user-agent"),
         });
     }
     let (path, query) = target.split_once('?').unwrap_or((&target, ""));

@@ -206,11 +206,26 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
             tracing::info!(%addr, "serving {what}");
             tokio::spawn(server);
         }
-        let client = kube::Client::try_default()
-            .await
-            .context("connecting to the cluster (kubeconfig or in-cluster config)")?;
+        let client = connect().await?;
         controller::run(client, opts).await
     })
+}
+
+/// What the operator's Kubernetes API requests say in User-Agent: audit logs and API priority
+/// and fairness then tell its requests from other clients'.
+pub const USER_AGENT: &str = concat!("capi-provider-operator/", env!("CARGO_PKG_VERSION"));
+
+/// The Kubernetes client (kubeconfig or in-cluster configuration), naming the operator in every
+/// request's User-Agent (kube sends none of its own).
+async fn connect() -> anyhow::Result<kube::Client> {
+    let mut config = kube::Config::infer()
+        .await
+        .context("connecting to the cluster (kubeconfig or in-cluster config)")?;
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
+    kube::Client::try_from(config).context("creating the Kubernetes client")
 }
 
 /// Parses a bind address; "0" (or empty) turns the endpoint off.

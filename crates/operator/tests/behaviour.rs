@@ -467,6 +467,34 @@ async fn install_flow_behaviours() -> TestResult {
         events.contains("MissingVariables") && events.contains("ContractMismatch"),
         "no warning events: {events}"
     );
+    // Events name the operator as their reporting controller (events.k8s.io/v1).
+    let events: Value = serde_json::from_str(&cluster.kubectl_ok(&[
+        "get",
+        "events.events.k8s.io",
+        "-n",
+        "infra-c",
+        "-o",
+        "json",
+    ])?)?;
+    let reported: Vec<&Value> = events["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter(|e| e["reason"] == "MissingVariables")
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(!reported.is_empty(), "no MissingVariables event: {events}");
+    for e in reported {
+        assert_eq!(e["reportingController"], "capi-provider-operator", "{e}");
+        assert!(
+            e["reportingInstance"]
+                .as_str()
+                .is_some_and(|i| !i.is_empty()),
+            "{e}"
+        );
+    }
 
     // A provider managed by something else is left alone, status included.
     cluster.ensure_namespace("external")?;

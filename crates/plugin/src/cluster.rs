@@ -17,6 +17,9 @@ use serde_json::{Value, json};
 /// Field manager of everything the plugin writes.
 pub const FIELD_MANAGER: &str = "kubectl-capi_providers";
 
+/// The User-Agent of the plugin's Kubernetes API requests.
+pub const USER_AGENT: &str = concat!("kubectl-capi_providers/", env!("CARGO_PKG_VERSION"));
+
 /// How to reach the cluster.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ClusterFlags {
@@ -73,6 +76,11 @@ impl Cluster {
                 .context("finding the cluster (kubeconfig or in-cluster)")?,
         };
         config.read_timeout = Some(Duration::from_secs(60));
+        // kube sends no User-Agent of its own: name the plugin, as kubectl names itself.
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(USER_AGENT),
+        ));
         let client = Client::try_from(config).context("creating the Kubernetes client")?;
         Ok(Cluster {
             client,

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use crate::{
+    output::{self, OutputFlags},
     providers::ProviderFlags,
     release::{self, SourceFlags},
     vars::VariableFlags,
@@ -17,9 +18,8 @@ pub struct Args {
     sources: SourceFlags,
     #[command(flatten)]
     variables: VariableFlags,
-    /// Output format: text or json.
-    #[arg(long, short = 'o', default_value = "text")]
-    output: String,
+    #[command(flatten)]
+    output: OutputFlags,
 }
 
 /// Runs `describe`.
@@ -37,11 +37,12 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
             .ok()
             .and_then(|m| m.contract_for(&r.version).ok().map(str::to_string));
         let vars = release::variables(&r)?;
-        let (objects, blank) = release::objects_lenient(&r, &file)?;
+        // As clusterctl describes a release: expressions as written, except the values given.
+        let objects = release::objects_with(&r, &file, false)?;
         let namespace = release::target_namespace(arg, &objects)?;
         let mut images = capi_components::pipeline::inspect_images(&objects);
         images.dedup();
-        if args.output == "json" {
+        if args.output.output.is_some() {
             docs.push(json!({
                 "kind": arg.provider_type.kind(),
                 "name": arg.name,
@@ -78,15 +79,9 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
         for i in &images {
             say!("    {i}");
         }
-        if !blank.is_empty() {
-            say!(
-                "  (images read with empty values for the required variables {})",
-                blank.join(", ")
-            );
-        }
     }
-    if args.output == "json" {
-        say!("{}", serde_json::to_string_pretty(&docs)?);
+    if let Some(format) = args.output.output {
+        output::print(&serde_json::Value::Array(docs), format)?;
     }
     Ok(())
 }

@@ -283,11 +283,6 @@ pub async fn plan(
             (release::locate_arg(arg, sources)?, None)
         };
         let r = located.fetch(arg.version.as_deref()).await?;
-        let (objects, _) = release::objects_lenient(&r, file)?;
-        let namespace = match namespace {
-            Some(ns) => ns,
-            None => release::target_namespace(arg, &objects)?,
-        };
         let (vars, missing) = vars::for_release(&r, file)?;
         if !missing.is_empty() {
             missing_all.push(format!(
@@ -296,7 +291,14 @@ pub async fn plan(
                 r.version,
                 missing.join(", ")
             ));
+            // Reported below, before anything is written; the namespace does not matter.
+            continue;
         }
+        let namespace = match namespace {
+            Some(ns) => ns,
+            // Substituted for real, as the operator will install it.
+            None => release::target_namespace(arg, &release::objects_substituted(&r, &vars)?)?,
+        };
         out.push(Planned {
             arg: arg.clone(),
             namespace,

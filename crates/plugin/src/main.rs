@@ -10,6 +10,7 @@
 //! - `migrate`: adopts providers installed by clusterctl, without reinstalling them.
 //! - `verify`: checks a release against the provider contracts.
 //! - `describe`: a release's variables (with defaults) and images.
+//! - `completion`: shell completion scripts; `krew-manifest`: the krew manifest of this build.
 
 use std::process::ExitCode;
 
@@ -24,8 +25,11 @@ macro_rules! say {
 
 mod cluster;
 mod describe;
+mod examples;
 mod init;
+mod krew;
 mod migrate;
+mod output;
 mod preload;
 mod progress;
 mod providers;
@@ -36,7 +40,7 @@ mod verify;
 
 /// Manage Cluster API providers through the capi-provider-operator.
 #[derive(Parser, Debug)]
-#[command(name = "kubectl capi-providers", bin_name = "kubectl capi-providers", version, about, long_about = None)]
+#[command(name = "kubectl capi-providers", bin_name = "kubectl capi-providers", version, about, long_about = None, after_help = examples::ROOT)]
 struct Cli {
     #[command(flatten)]
     cluster: cluster::ClusterFlags,
@@ -48,20 +52,56 @@ struct Cli {
 enum Command {
     /// Install the operator's CRDs and the providers named (core, bootstrap, control-plane,
     /// infrastructure, ipam, runtime-extension, addon), with their variables in a Secret.
+    #[command(after_help = examples::INIT)]
     Init(Box<init::Args>),
     /// Plan or apply provider upgrades.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = examples::UPGRADE)]
     Upgrade(upgrade::Command),
     /// Fetch releases and write or apply the ConfigMaps fetchConfig.selector reads
     /// (air-gapped installs).
+    #[command(after_help = examples::PRELOAD)]
     Preload(Box<preload::Args>),
     /// Adopt providers installed by clusterctl into provider objects of the operator, with no
     /// reinstall and no controller restart.
+    #[command(after_help = examples::MIGRATE)]
     Migrate(Box<migrate::Args>),
     /// Check a release's components against the Cluster API provider contracts.
+    #[command(after_help = examples::VERIFY)]
     Verify(Box<verify::Args>),
     /// Show a release's variables with their defaults, and its images.
+    #[command(after_help = examples::DESCRIBE)]
     Describe(Box<describe::Args>),
+    /// Print a shell completion script for kubectl-capi_providers.
+    #[command(after_help = examples::COMPLETION)]
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Print the krew plugin manifest of this build (version, archives and their SHA-256).
+    #[command(after_help = examples::KREW_MANIFEST)]
+    KrewManifest(krew::Args),
+}
+
+/// The shells `completion` writes scripts for.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// Writes the completion script of `shell` on standard output. The script completes the
+/// binary's own name: a name with a space (`kubectl capi-providers`) cannot be completed.
+fn print_completion(shell: CompletionShell) {
+    use clap::CommandFactory;
+    let shell = match shell {
+        CompletionShell::Bash => clap_complete::Shell::Bash,
+        CompletionShell::Zsh => clap_complete::Shell::Zsh,
+        CompletionShell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut cmd = Cli::command();
+    clap_complete::generate(shell, &mut cmd, krew::BIN, &mut std::io::stdout());
 }
 
 /// A failure already reported on standard output (verify findings): exit 1 without more.
@@ -113,6 +153,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Describe(args) => describe::run(&args).await,
+        Command::Completion { shell } => {
+            print_completion(shell);
+            Ok(())
+        }
+        Command::KrewManifest(args) => krew::run(&args),
     }
 }
 
@@ -156,6 +201,36 @@ mod tests {
             Ok(std::time::Duration::from_secs(120))
         );
         assert!(parse_duration("2d").is_err() && parse_duration("m").is_err());
+    }
+
+    /// Every command's help, subcommands included, shows examples.
+    #[test]
+    fn every_help_has_examples() {
+        use clap::CommandFactory;
+        fn walk(cmd: &mut clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name());
+            if !cmd.render_long_help().to_string().contains("Examples:") {
+                missing.push(path.clone());
+            }
+            // clap's own `help` subcommand only prints the others' help.
+            for sub in cmd.get_subcommands_mut().filter(|s| s.get_name() != "help") {
+                walk(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        let mut cli = Cli::command();
+        cli.build();
+        for sub in cli.get_subcommands_mut().filter(|s| s.get_name() != "help") {
+            walk(sub, "", &mut missing);
+        }
+        if !Cli::command()
+            .render_long_help()
+            .to_string()
+            .contains("Examples:")
+        {
+            missing.push("(root)".into());
+        }
+        assert!(missing.is_empty(), "help without examples: {missing:?}");
     }
 
     #[test]

@@ -66,7 +66,9 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
     for arg in &list {
         let located = release::locate_arg(arg, &args.sources)?;
         let r = located.fetch(arg.version.as_deref()).await?;
-        let (objects, _) = release::objects_lenient(&r, &file)?;
+        // Published text only: the ConfigMaps hold the release as is; values and defaults only
+        // decide the namespace and the images listed.
+        let objects = release::objects_with(&r, &file, true)?;
         let namespace = release::target_namespace(arg, &objects)?;
         images.extend(capi_components::pipeline::inspect_images(&objects));
         let v = configmap_value(arg.provider_type, &arg.name, &namespace, &r)?;

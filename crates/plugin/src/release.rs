@@ -335,24 +335,41 @@ pub fn variables(release: &Release) -> anyhow::Result<Vec<(String, Option<String
         .collect())
 }
 
-/// The release's objects with `vars`, tolerating missing required variables (they are
-/// substituted by empty strings and returned by name): for reading namespaces, images and CRDs,
-/// never for installing.
-pub fn objects_lenient(
+/// The release's objects as published, read the way clusterctl's `generate provider
+/// --describe` reads them: every `${...}` expression stays as written, so a release whose text
+/// only becomes valid YAML once substituted (`image: repo:${TAG}`) is still read. For reading
+/// CRDs, labels and images, never for installing.
+pub fn objects_as_published(release: &Release) -> anyhow::Result<Vec<Value>> {
+    objects_with(release, &BTreeMap::new(), false)
+}
+
+/// The release's objects with the values `vars` gives expanded, and, when `defaults`, the
+/// expressions of variables `vars` does not set expanded to their defaults; the others stay as
+/// written. For reading namespaces and images, never for installing.
+pub fn objects_with(
     release: &Release,
     vars: &BTreeMap<String, String>,
-) -> anyhow::Result<(Vec<Value>, Vec<String>)> {
-    let required: Vec<String> = variables(release)?
-        .into_iter()
-        .filter(|(k, d)| d.is_none() && !vars.contains_key(k))
-        .map(|(k, _)| k)
-        .collect();
-    let text = pipeline::substitute(&release.components, |k| {
-        vars.get(k)
-            .cloned()
-            .or_else(|| required.iter().any(|r| r == k).then(String::new))
-    })?;
-    Ok((pipeline::parse_objects(&text)?, required))
+    defaults: bool,
+) -> anyhow::Result<Vec<Value>> {
+    let expand = |expr: &str| {
+        let v = capi_envsubst::variables(expr).ok()?.into_iter().next()?;
+        let known = vars.contains_key(&v.name) || (defaults && v.default.is_some());
+        known
+            .then(|| capi_envsubst::eval(expr, |k| vars.get(k).cloned()).ok())
+            .flatten()
+    };
+    capi_components::unresolved::parse_objects_unresolved(&release.components, expand)
+        .with_context(|| format!("reading the components of {}", release.version))
+}
+
+/// The release's objects substituted for real, as the operator installs them, with `vars` (the
+/// required variables must all be set).
+pub fn objects_substituted(
+    release: &Release,
+    vars: &BTreeMap<String, String>,
+) -> anyhow::Result<Vec<Value>> {
+    let text = pipeline::substitute(&release.components, |k| vars.get(k).cloned())?;
+    Ok(pipeline::parse_objects(&text)?)
 }
 
 /// The namespace a provider goes to: the one named, else the release's own Namespace, else

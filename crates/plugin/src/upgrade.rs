@@ -21,6 +21,7 @@ use serde_json::json;
 
 use crate::{
     cluster::{Cluster, ClusterFlags, describe},
+    output::{self, OutputFlags},
     progress::{self, Target, Want},
     release::{self, SourceFlags},
 };
@@ -33,10 +34,12 @@ pub const PAUSED_BY_ANNOTATION: &str = "management.cluster.x-k8s.io/paused-by-up
 pub enum Command {
     /// For each provider: its current version and contract, the next version within its
     /// contract, and the latest release.
+    #[command(after_help = crate::examples::UPGRADE_PLAN)]
     Plan(PlanArgs),
     /// Move every provider to the newest release of a contract (the core provider's current
     /// one by default); a contract change pauses, upgrades and unpauses. With --repository
     /// DIR, the target releases of providers reading ConfigMaps are preloaded from DIR first.
+    #[command(after_help = crate::examples::UPGRADE_APPLY)]
     Apply(ApplyArgs),
 }
 
@@ -45,6 +48,8 @@ pub enum Command {
 pub struct PlanArgs {
     #[command(flatten)]
     sources: SourceFlags,
+    #[command(flatten)]
+    output: OutputFlags,
 }
 
 /// Flags of `upgrade apply`.
@@ -124,6 +129,26 @@ fn core_contract(planned: &[Planned]) -> Option<String> {
         .iter()
         .find(|p| p.provider.provider_type == ProviderType::Core)
         .and_then(|p| p.plan.current_contract.clone())
+}
+
+/// The plan as data, for `-o json|yaml`: the table's columns, and every contract's target.
+fn plan_value(planned: &[Planned]) -> serde_json::Value {
+    planned
+        .iter()
+        .map(|p| {
+            let pl = &p.plan;
+            json!({
+                "name": p.provider.name(),
+                "namespace": p.provider.namespace(),
+                "type": p.provider.provider_type.kind(),
+                "currentVersion": pl.current,
+                "contract": pl.current_contract,
+                "nextVersion": pl.next_in_contract(),
+                "latest": pl.latest.as_ref().map(|(v, c)| json!({"version": v, "contract": c})),
+                "newestByContract": pl.by_contract,
+            })
+        })
+        .collect()
 }
 
 fn print_plan(planned: &[Planned]) {
@@ -206,6 +231,9 @@ async fn plan_cmd(args: &PlanArgs, cluster: &Cluster) -> anyhow::Result<()> {
     if planned.is_empty() {
         say!("no providers installed");
         return Ok(());
+    }
+    if let Some(format) = args.output.output {
+        return output::print(&plan_value(&planned), format);
     }
     print_plan(&planned);
     let current = core_contract(&planned).unwrap_or_default();

@@ -11,6 +11,7 @@ use capi_components::{
 use capi_operator_api::ProviderType;
 
 use crate::{
+    output::{self, OutputFlags},
     providers::ProviderFlags,
     release::{self, Release, SourceFlags},
 };
@@ -47,6 +48,8 @@ pub struct Args {
     /// Print only failed and questionable checks.
     #[arg(long, short = 'q')]
     quiet: bool,
+    #[command(flatten)]
+    output: OutputFlags,
 }
 
 /// The outcome: how many errors were found.
@@ -114,6 +117,58 @@ fn contract_of(
     }
 }
 
+/// What was verified and what was found.
+struct Checked {
+    /// The heading of the text report.
+    title: String,
+    /// What was verified, for `-o json|yaml`.
+    subject: serde_json::Value,
+    findings: Vec<Finding>,
+}
+
+fn severity_word(s: Severity) -> &'static str {
+    match s {
+        Severity::Ok => "ok",
+        Severity::Warning => "warning",
+        Severity::Error => "error",
+    }
+}
+
+fn count(findings: &[Finding], s: Severity) -> usize {
+    findings.iter().filter(|f| f.severity == s).count()
+}
+
+/// Prints every result (text, or one document for `-o`) and returns the number of errors.
+fn print_all(checked: Vec<Checked>, args: &Args) -> anyhow::Result<usize> {
+    let errors = checked
+        .iter()
+        .map(|c| count(&c.findings, Severity::Error))
+        .sum();
+    let Some(format) = args.output.output else {
+        for c in &checked {
+            report(&c.title, &c.findings, args.quiet);
+        }
+        return Ok(errors);
+    };
+    let docs: Vec<serde_json::Value> = checked
+        .into_iter()
+        .map(|c| {
+            let mut doc = c.subject;
+            doc["errors"] = count(&c.findings, Severity::Error).into();
+            doc["warnings"] = count(&c.findings, Severity::Warning).into();
+            doc["findings"] = c
+                .findings
+                .iter()
+                .filter(|f| !(args.quiet && f.severity == Severity::Ok))
+                .map(|f| serde_json::json!({"severity": severity_word(f.severity), "check": f.check, "message": f.message}))
+                .collect();
+            doc
+        })
+        .collect();
+    output::print(&serde_json::Value::Array(docs), format)?;
+    Ok(errors)
+}
+
 fn report(title: &str, findings: &[Finding], quiet: bool) -> usize {
     say!("{title}");
     let mut errors = 0;
@@ -133,68 +188,94 @@ fn report(title: &str, findings: &[Finding], quiet: bool) -> usize {
     errors
 }
 
-fn check(t: ProviderType, release: &Release, fixed: Option<&str>) -> anyhow::Result<Vec<Finding>> {
+/// The contract checked against and the findings of `release`.
+fn check(
+    t: ProviderType,
+    release: &Release,
+    fixed: Option<&str>,
+) -> anyhow::Result<(Option<String>, Vec<Finding>)> {
     let (contract, meta) = contract_of(Some(&release.metadata), &release.version, fixed);
-    let (objects, _) = release::objects_lenient(release, &Default::default())?;
+    let objects = release::objects_as_published(release)?;
     let mut findings: Vec<Finding> = meta.into_iter().collect();
     findings.extend(contract::verify(t, contract.as_deref(), &objects));
-    Ok(findings)
+    Ok((contract, findings))
 }
 
 /// Runs `verify`.
 pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
-    let mut errors = 0;
-    if let Some(path) = &args.components {
-        let t = type_of(&args.provider_type)?;
-        let components =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let metadata = match &args.metadata {
-            Some(m) => Some(
-                std::fs::read_to_string(m).with_context(|| format!("reading {}", m.display()))?,
-            ),
-            None => None,
-        };
-        let version = args.version.clone().unwrap_or_default();
-        let (contract, meta) = contract_of(metadata.as_deref(), &version, args.contract.as_deref());
-        let release = Release {
-            version,
-            metadata: metadata.unwrap_or_default(),
-            components,
-        };
-        let (objects, _) = release::objects_lenient(&release, &Default::default())?;
-        let mut findings: Vec<Finding> = meta.into_iter().collect();
-        findings.extend(contract::verify(t, contract.as_deref(), &objects));
-        errors += report(
-            &format!(
-                "{} {} ({})",
-                t.kind(),
-                path.display(),
-                contract.as_deref().unwrap_or("contract unknown")
-            ),
-            &findings,
-            args.quiet,
-        );
-        return Ok(Outcome { errors });
-    }
+    let checked = match &args.components {
+        Some(path) => vec![check_file(args, path)?],
+        None => check_providers(args).await?,
+    };
+    Ok(Outcome {
+        errors: print_all(checked, args)?,
+    })
+}
+
+fn check_file(args: &Args, path: &std::path::Path) -> anyhow::Result<Checked> {
+    let t = type_of(&args.provider_type)?;
+    let components =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let metadata = match &args.metadata {
+        Some(m) => {
+            Some(std::fs::read_to_string(m).with_context(|| format!("reading {}", m.display()))?)
+        }
+        None => None,
+    };
+    let version = args.version.clone().unwrap_or_default();
+    let (contract, meta) = contract_of(metadata.as_deref(), &version, args.contract.as_deref());
+    let release = Release {
+        version,
+        metadata: metadata.unwrap_or_default(),
+        components,
+    };
+    let objects = release::objects_as_published(&release)?;
+    let mut findings: Vec<Finding> = meta.into_iter().collect();
+    findings.extend(contract::verify(t, contract.as_deref(), &objects));
+    Ok(Checked {
+        title: format!(
+            "{} {} ({})",
+            t.kind(),
+            path.display(),
+            contract.as_deref().unwrap_or("contract unknown")
+        ),
+        subject: serde_json::json!({
+            "kind": t.kind(),
+            "components": path.display().to_string(),
+            "version": release.version,
+            "contract": contract,
+        }),
+        findings,
+    })
+}
+
+async fn check_providers(args: &Args) -> anyhow::Result<Vec<Checked>> {
     let list = args.providers.parse()?;
     if list.is_empty() {
         bail!("name at least one provider (--infrastructure NAME, ...) or give --components FILE");
     }
+    let mut out = Vec::new();
     for arg in &list {
         let located = release::locate_arg(arg, &args.sources)?;
         let r = located.fetch(arg.version.as_deref()).await?;
-        let findings = check(arg.provider_type, &r, args.contract.as_deref())?;
-        errors += report(
-            &format!(
+        let (contract, findings) = check(arg.provider_type, &r, args.contract.as_deref())?;
+        out.push(Checked {
+            title: format!(
                 "{} {} {} from {}",
                 arg.provider_type.kind(),
                 arg.name,
                 r.version,
                 located.description
             ),
-            &findings,
-            args.quiet,
-        );
+            subject: serde_json::json!({
+                "kind": arg.provider_type.kind(),
+                "name": arg.name,
+                "version": r.version,
+                "source": located.description,
+                "contract": contract,
+            }),
+            findings,
+        });
     }
-    Ok(Outcome { errors })
+    Ok(out)
 }

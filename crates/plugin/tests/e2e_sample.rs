@@ -296,6 +296,28 @@ async fn init_preload_and_upgrade_across_a_contract() -> TestResult {
         "{}",
         plan.all()
     );
+    // The same plan as data (-o json and -o yaml agree).
+    let json = plugin_ok(
+        Some(cluster),
+        &["upgrade", "plan", "--repository", &r, "-o", "json"],
+    )?;
+    let rows: Value = serde_json::from_str(&json.stdout)?;
+    let yaml = plugin_ok(
+        Some(cluster),
+        &["upgrade", "plan", "--repository", &r, "-o", "yaml"],
+    )?;
+    assert_eq!(
+        capi_yaml::parse_documents(&yaml.stdout, &Default::default())?,
+        std::slice::from_ref(&rows)
+    );
+    let rows = rows.as_array().ok_or("the plan is not a list")?;
+    assert_eq!(rows.len(), PROVIDERS.len(), "{json:?}");
+    for row in rows {
+        assert_eq!(row["contract"], "v1beta1", "{row}");
+        assert_eq!(row["nextVersion"], Value::Null, "{row}");
+        assert_eq!(row["latest"]["version"], "v0.2.0", "{row}");
+        assert_eq!(row["latest"]["contract"], "v1beta2", "{row}");
+    }
     let same = plugin_ok(Some(cluster), &["upgrade", "apply", "--repository", &r])?;
     assert!(
         same.stdout

@@ -554,3 +554,38 @@ async fn preload_from_an_oci_registry() -> TestResult {
     );
     Ok(())
 }
+
+/// A kubeconfig whose cluster is `server`.
+fn kubeconfig_for(dir: &TempDir, server: &str) -> std::io::Result<String> {
+    let path = dir.0.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{server}\"}}\nusers:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n"
+        ),
+    )?;
+    Ok(path.to_string_lossy().into_owned())
+}
+
+/// The plugin's Kubernetes API requests name it and its version in User-Agent.
+// Several threads: the plugin runs as a blocking child process while the server answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_requests_name_the_plugin() -> TestResult {
+    let dir = TempDir::new("capi-plugin-agent")?;
+    // Answers 404 to everything: only the requests matter.
+    let server = FakeServer::start(dir.0.clone(), &[]).await?;
+    let kubeconfig = kubeconfig_for(&dir, server.url())?;
+    let r = plugin_env(None, &["--kubeconfig", &kubeconfig, "upgrade", "plan"], &[])?;
+    assert!(!r.ok, "{}", r.all());
+    let requests = server.requests();
+    assert!(
+        !requests.is_empty(),
+        "no request reached the server: {}",
+        r.all()
+    );
+    let want = format!("kubectl-capi_providers/{}", env!("CARGO_PKG_VERSION"));
+    for req in requests {
+        assert_eq!(req.user_agent.as_deref(), Some(want.as_str()), "{req:?}");
+    }
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! The examples every command's `--help` ends with, as kubectl's commands show them.
+
+/// Examples of the plugin as a whole.
+pub const ROOT: &str = "Examples:
+  # Install the core, kubeadm bootstrap and control-plane providers and wait until Ready
+  kubectl capi-providers init --core cluster-api:v1.12.0 --bootstrap kubeadm:v1.12.0 \\
+    --control-plane kubeadm:v1.12.0 --wait
+
+  # What an upgrade would change
+  kubectl capi-providers upgrade plan";
+
+/// Examples of `init`.
+pub const INIT: &str = "Examples:
+  # The core provider and an infrastructure provider, variables from a file
+  kubectl capi-providers init --core cluster-api:v1.12.0 --infrastructure docker:v1.12.0 \\
+    --variables vars.env --wait
+
+  # Providers preloaded into ConfigMaps (air-gapped)
+  kubectl capi-providers init --preloaded --core cluster-api:v1.12.0";
+
+/// Examples of `upgrade`.
+pub const UPGRADE: &str = "Examples:
+  kubectl capi-providers upgrade plan
+  kubectl capi-providers upgrade apply --contract v1beta2";
+
+/// Examples of `upgrade plan`.
+pub const UPGRADE_PLAN: &str = "Examples:
+  # The table of versions and contracts
+  kubectl capi-providers upgrade plan
+
+  # The same as JSON
+  kubectl capi-providers upgrade plan -o json";
+
+/// Examples of `upgrade apply`.
+pub const UPGRADE_APPLY: &str = "Examples:
+  # The newest release of the current contract, waiting until Ready
+  kubectl capi-providers upgrade apply --wait
+
+  # Move to another contract (pause, upgrade, unpause)
+  kubectl capi-providers upgrade apply --contract v1beta2";
+
+/// Examples of `preload`.
+pub const PRELOAD: &str = "Examples:
+  # Apply the releases' ConfigMaps to the cluster
+  kubectl capi-providers preload --core cluster-api:v1.12.0 --apply
+
+  # Write them to a file and list the images to mirror
+  kubectl capi-providers preload --core cluster-api:v1.12.0 -o releases.yaml --images";
+
+/// Examples of `migrate`.
+pub const MIGRATE: &str = "Examples:
+  # Check only
+  kubectl capi-providers migrate --preloaded --dry-run
+
+  # Adopt the providers clusterctl installed
+  kubectl capi-providers migrate --preloaded";
+
+/// Examples of `verify`.
+pub const VERIFY: &str = "Examples:
+  # A provider's release
+  kubectl capi-providers verify --infrastructure aws:v2.8.1
+
+  # A components file, findings as JSON
+  kubectl capi-providers verify --components infrastructure-components.yaml \\
+    --metadata metadata.yaml --version v1.0.0 -o json";
+
+/// Examples of `describe`.
+pub const DESCRIBE: &str = "Examples:
+  # Variables, defaults and images of a release
+  kubectl capi-providers describe --infrastructure aws:v2.8.1
+
+  # From a local repository, as YAML
+  kubectl capi-providers describe --repository ./repo --core cluster-api -o yaml";
+
+/// Examples of `completion`.
+pub const COMPLETION: &str = "Examples:
+  # bash, for this shell
+  source <(kubectl-capi_providers completion bash)
+
+  # zsh, installed
+  kubectl-capi_providers completion zsh > \"${fpath[1]}/_kubectl-capi_providers\"";
+
+/// Examples of `krew-manifest`.
+pub const KREW_MANIFEST: &str = "Examples:
+  kubectl-capi_providers krew-manifest \\
+    --uri-template 'https://example.invalid/releases/v{version}/kubectl-capi_providers-{os}-{arch}.tar.gz' \\
+    --archive linux/amd64=dist/kubectl-capi_providers-linux-amd64.tar.gz > capi-providers.yaml";
