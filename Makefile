@@ -22,6 +22,10 @@ deps: ## Install the toolchain pieces (rustfmt, clippy) and build the local cont
 control-plane: ## Build (or reuse from cache) etcd, kube-apiserver, controller-manager, scheduler, kubectl, kwok.
 	@$(SCRIPTS)/build.sh >/dev/null
 
+.PHONY: providers
+providers: ## Build (or reuse from cache) the real Cluster API managers and cert-manager the process node runs.
+	@$(SCRIPTS)/build-providers.sh >/dev/null
+
 .PHONY: cluster-up
 cluster-up: control-plane ## Start the local control plane in the background; prints the kubeconfig path.
 	@$(SCRIPTS)/cluster-up.sh
@@ -67,11 +71,13 @@ unit: ## Unit tests (no cluster).
 	$(CARGO) test --workspace --lib --bins
 
 .PHONY: integration
-integration: control-plane ## Integration tests against one shared local control plane.
+integration: control-plane providers process-node ## Integration tests against one shared local control plane; tests of real managers start their own with a process node.
 	@dir=$$(mktemp -u -t capi-it-XXXXXX); \
 	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true' EXIT; \
+	images=$$($(SCRIPTS)/build-providers.sh); \
 	kc=$$($(SCRIPTS)/cluster-up.sh --dir $$dir); \
 	CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl CAPI_HELM=$$($(SCRIPTS)/helm.sh) \
+	CAPI_PROVIDER_IMAGES=$$images CAPI_PROCESS_NODE_BIN=$(CARGO_TARGET_DIR)/debug/capi-process-node \
 	  $(CARGO) test --workspace --no-fail-fast --test '*'
 
 .PHONY: docs-check

@@ -223,6 +223,7 @@ pub fn customize_deployment(
             binary.as_ref(),
         );
         set(c, "container", "args", json!(out.args))?;
+        follow_ports(c, &out.args);
         if is_manager {
             report = Some(ManagerReport {
                 deployment: name.clone(),
@@ -234,6 +235,41 @@ pub fn customize_deployment(
         }
     }
     Ok(report)
+}
+
+/// Flags that move a listener, and the name Cluster API (and kubebuilder) releases give that
+/// listener's container port. Probes and Services refer to ports by these names.
+const PORT_FLAGS: &[(&str, &str)] = &[
+    ("--health-addr", "healthz"),
+    ("--health-probe-bind-address", "healthz"),
+    ("--webhook-port", "webhook-server"),
+    ("--diagnostics-address", "metrics"),
+    ("--metrics-bind-addr", "metrics"),
+];
+
+/// Keeps the container's named ports on the ports the flags moved them to: a health address
+/// or webhook port changed in spec.manager must move the probes and the webhook Service with
+/// it, or the kubelet would restart a healthy manager and webhooks would stop answering.
+fn follow_ports(container: &mut Value, args: &[String]) {
+    for (flag, port_name) in PORT_FLAGS {
+        let value = args
+            .iter()
+            .rev()
+            .find_map(|a| a.strip_prefix(flag).and_then(|rest| rest.strip_prefix('=')));
+        let Some(port) = value
+            .and_then(|v| v.rsplit(':').next())
+            .and_then(|p| p.parse::<u16>().ok())
+            .filter(|p| *p != 0)
+        else {
+            continue;
+        };
+        let ports = container.get_mut("ports").and_then(Value::as_array_mut);
+        for p in ports.into_iter().flatten() {
+            if p.get("name").and_then(Value::as_str) == Some(port_name) {
+                p["containerPort"] = json!(port);
+            }
+        }
+    }
 }
 
 fn customize_pod(deployment: &mut Value, d: &DeploymentSpec) -> Result<(), CustomizeError> {
@@ -369,6 +405,35 @@ mod tests {
             ])
         );
         Ok(())
+    }
+
+    #[test]
+    fn named_ports_follow_the_flags_that_move_them() {
+        let mut c = json!({"ports": [
+            {"name": "webhook-server", "containerPort": 9443},
+            {"name": "healthz", "containerPort": 9440},
+            {"name": "metrics", "containerPort": 8443},
+            {"name": "other", "containerPort": 1234}
+        ]});
+        follow_ports(
+            &mut c,
+            &s(&[
+                "--health-addr=:9441",
+                "--webhook-port=9444",
+                "--diagnostics-address=127.0.0.1:8181",
+                "--insecure-diagnostics=true",
+            ]),
+        );
+        let ports: Vec<i64> = c["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["containerPort"].as_i64())
+            .collect();
+        assert_eq!(ports, [9444, 9441, 8181, 1234]);
+        // Port 0 (a disabled listener) and unparsable values leave the ports alone.
+        follow_ports(&mut c, &s(&["--health-addr=:0", "--webhook-port=x"]));
+        assert_eq!(c["ports"][1]["containerPort"], json!(9441));
     }
 
     #[test]

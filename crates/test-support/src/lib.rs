@@ -138,6 +138,51 @@ pub fn process_node_cluster(
         .map_err(|e| Error::Start(e.clone()))
 }
 
+/// Name of the Node the process node agent registers (`e2e/scripts/process-node-up.sh`).
+pub const PROCESS_NODE_NAME: &str = "process-node";
+
+/// The images file of the real provider managers built by `e2e/scripts/build-providers.sh`:
+/// `CAPI_PROVIDER_IMAGES` (set by `make integration`), else the script's default location when
+/// it has been run. `None` when the managers are not built.
+pub fn provider_images() -> Option<PathBuf> {
+    let path = std::env::var_os("CAPI_PROVIDER_IMAGES")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+            Some(cache.join("capi-provider-operator/bin/providers/images.yaml"))
+        })?;
+    path.is_file().then_some(path)
+}
+
+/// The process node agent binary: `CAPI_PROCESS_NODE_BIN`, else the debug build in the cargo
+/// target directory (`make process-node` builds it).
+pub fn process_node_agent() -> Option<PathBuf> {
+    let path = std::env::var_os("CAPI_PROCESS_NODE_BIN")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| workspace_root().join("target"));
+            Some(target.join("debug/capi-process-node"))
+        })?;
+    path.is_file().then_some(path)
+}
+
+/// A private cluster with a process node running the real provider managers (see
+/// [`provider_images`] and [`process_node_agent`]), with back-offs short enough for tests
+/// (2 s doubling to 20 s). `None` when the managers or the agent are not built.
+pub fn real_cluster() -> Option<Result<&'static TestCluster, Error>> {
+    let images = provider_images()?;
+    let agent = process_node_agent()?;
+    Some(process_node_cluster(
+        &images,
+        &agent,
+        "--initial-backoff 2 --max-backoff 20",
+    ))
+}
+
 /// A lock that runs the tests holding it one at a time.
 pub fn serial() -> &'static tokio::sync::Mutex<()> {
     static LOCK: OnceLock<tokio::sync::Mutex<()>> = OnceLock::new();

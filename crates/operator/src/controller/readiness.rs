@@ -26,23 +26,45 @@ const IMAGE_PULL_FAILURES: &[&str] = &[
 /// How much of a termination message (the log tail) goes into the condition, in bytes.
 const LOG_TAIL_BYTES: usize = 300;
 
-/// Whether `d` is Available and rolled out: `Err` carries the Available condition's message.
+/// Whether `d` is Available and completely rolled out, as `kubectl rollout status` judges it:
+/// every replica updated and available and no old replica left. An old manager that keeps
+/// serving while its replacement crash-loops must not make the provider Ready. `Err` says why.
 pub fn availability(d: &Deployment) -> Result<(), String> {
     let st = d.status.as_ref();
     let available = st
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Available"));
-    let rolled_out = st.is_some_and(|s| {
-        s.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0)
-            && s.updated_replicas.unwrap_or(0)
-                >= d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
-    });
-    if available.is_some_and(|c| c.status == "True") && rolled_out {
-        return Ok(());
+    let Some(available) = available.filter(|c| c.status == "True") else {
+        return Err(available
+            .and_then(|c| c.message.clone())
+            .unwrap_or_else(|| "rollout in progress".into()));
+    };
+    let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let Some(s) = st else {
+        return Err(available.message.clone().unwrap_or_default());
+    };
+    let (updated, total) = (s.updated_replicas.unwrap_or(0), s.replicas.unwrap_or(0));
+    let ready = s.available_replicas.unwrap_or(0);
+    if s.observed_generation.unwrap_or(0) < d.metadata.generation.unwrap_or(0) {
+        return Err("rollout in progress: the new spec is not observed yet".into());
     }
-    Err(available
-        .and_then(|c| c.message.clone())
-        .unwrap_or_else(|| "rollout in progress".into()))
+    if updated < want {
+        return Err(format!(
+            "rollout in progress: {updated} of {want} replicas updated"
+        ));
+    }
+    if total > updated {
+        return Err(format!(
+            "rollout in progress: {} old replicas pending termination",
+            total - updated
+        ));
+    }
+    if ready < updated {
+        return Err(format!(
+            "rollout in progress: {ready} of {updated} updated replicas available"
+        ));
+    }
+    Ok(())
 }
 
 /// Ready=False for Deployment `d`, which is not available (`why`), naming the first pod
@@ -298,6 +320,47 @@ mod tests {
             got.message,
             "Deployment capi-system/capi-controller-manager is not available: Deployment does not have minimum availability."
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_rollout_is_complete_only_without_old_or_unavailable_replicas() -> TestResult {
+        let with_status = |status: serde_json::Value| -> Result<Deployment, serde_json::Error> {
+            let mut d = serde_json::to_value(deployment()?)?;
+            d["status"] = status;
+            serde_json::from_value(d)
+        };
+        let available = json!([{"type": "Available", "status": "True"}]);
+        // The old manager still serves while the new one crash-loops: Available, not rolled out.
+        let d = with_status(
+            json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 1,
+            "availableReplicas": 1, "conditions": available}),
+        )?;
+        assert_eq!(
+            availability(&d),
+            Err("rollout in progress: 1 old replicas pending termination".into())
+        );
+        let d = with_status(
+            json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+            "availableReplicas": 0, "conditions": available}),
+        )?;
+        assert_eq!(
+            availability(&d),
+            Err("rollout in progress: 0 of 1 updated replicas available".into())
+        );
+        let d = with_status(
+            json!({"observedGeneration": 0, "replicas": 1, "updatedReplicas": 1,
+            "availableReplicas": 1, "conditions": available}),
+        )?;
+        assert!(
+            availability(&d).is_err(),
+            "a spec not yet observed is not rolled out"
+        );
+        let d = with_status(
+            json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+            "availableReplicas": 1, "conditions": available}),
+        )?;
+        assert_eq!(availability(&d), Ok(()));
         Ok(())
     }
 

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod real;
+
 use std::{collections::BTreeMap, io::Write, path::Path, time::Duration};
 
 use capi_test_support::{OperatorProcess, TestCluster, wait_for};

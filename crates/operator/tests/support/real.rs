@@ -1,0 +1,251 @@
+//! Helpers of the tests that run the real Cluster API managers and cert-manager on the process
+//! node (`e2e/scripts/build-providers.sh` builds them; `make integration` points
+//! `CAPI_PROVIDER_IMAGES` at its images file).
+
+use std::{path::PathBuf, time::Duration};
+
+use capi_test_support::{TestCluster, shared_dir, wait_for};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Pod},
+};
+use kube::{Api, Client, api::ListParams};
+
+use super::{TestResult, apply, release_configmap_from_dir};
+
+/// (kind, namespace, name, release label, components file) of the three real providers.
+pub const REAL_PROVIDERS: [(&str, &str, &str, &str, &str); 3] = [
+    (
+        "CoreProvider",
+        "capi-system",
+        "cluster-api",
+        "cluster-api",
+        "core-components.yaml",
+    ),
+    (
+        "BootstrapProvider",
+        "capi-kubeadm-bootstrap-system",
+        "kubeadm",
+        "bootstrap-kubeadm",
+        "bootstrap-components.yaml",
+    ),
+    (
+        "ControlPlaneProvider",
+        "capi-kubeadm-control-plane-system",
+        "kubeadm",
+        "control-plane-kubeadm",
+        "control-plane-components.yaml",
+    ),
+];
+
+/// The label and taint of the process node: provider Deployments select it and tolerate it.
+pub const PROCESS_NODE_LABEL: &str = "capi-provider-operator.dev/process-node";
+
+/// `spec.deployment` placing a provider's manager on the process node (2-space indented, for a
+/// provider object's spec).
+pub const ON_PROCESS_NODE: &str = r#"  deployment:
+    nodeSelector:
+      capi-provider-operator.dev/process-node: "true"
+    tolerations:
+    - key: capi-provider-operator.dev/process-node
+      operator: Exists
+      effect: NoSchedule
+"#;
+
+/// What the real-provider tests need: the releases in `../shared` and the built binaries.
+pub struct RealParts {
+    /// `../shared/testdata/providers`.
+    pub releases: PathBuf,
+    /// cert-manager's release manifest, rendered for the process node.
+    pub cert_manager: PathBuf,
+}
+
+/// The real parts, or `None` after saying loudly why the test is skipped.
+pub fn real_parts(test: &str) -> Option<RealParts> {
+    let Some(shared) = shared_dir() else {
+        eprintln!(
+            "SKIPPED {test}: ../shared (or CAPI_SHARED_DIR) is absent, so the real Cluster API releases are not available"
+        );
+        return None;
+    };
+    let Some(images) = capi_test_support::provider_images() else {
+        eprintln!(
+            "SKIPPED {test}: the real managers are not built (run e2e/scripts/build-providers.sh and set CAPI_PROVIDER_IMAGES, as make integration does)"
+        );
+        return None;
+    };
+    if capi_test_support::process_node_agent().is_none() {
+        eprintln!(
+            "SKIPPED {test}: the process node agent is not built (make process-node; CAPI_PROCESS_NODE_BIN)"
+        );
+        return None;
+    }
+    let dir = images.parent().map(PathBuf::from).unwrap_or_default();
+    let cert_manager = std::fs::read_dir(&dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("cert-manager.yaml"))
+        .find(|p| p.is_file());
+    let Some(cert_manager) = cert_manager else {
+        eprintln!(
+            "SKIPPED {test}: no cert-manager.yaml beside {}",
+            images.display()
+        );
+        return None;
+    };
+    Some(RealParts {
+        releases: shared.join("testdata/providers"),
+        cert_manager,
+    })
+}
+
+/// The private cluster of this test binary with a process node.
+pub fn real_cluster() -> Result<&'static TestCluster, Box<dyn std::error::Error>> {
+    Ok(capi_test_support::real_cluster()
+        .ok_or("the real managers or the process node are not built")??)
+}
+
+/// Installs cert-manager from its release manifest and waits until its webhook answers (which
+/// needs the controller, the CA injector and the webhook all running for real).
+pub async fn install_cert_manager(
+    cluster: &TestCluster,
+    client: &Client,
+    parts: &RealParts,
+) -> TestResult {
+    cluster.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "e2e-admin",
+        "-f",
+        &parts.cert_manager.to_string_lossy(),
+    ])?;
+    for d in [
+        "cert-manager",
+        "cert-manager-cainjector",
+        "cert-manager-webhook",
+    ] {
+        wait_available(client, "cert-manager", d, Duration::from_secs(240)).await?;
+    }
+    let probe = "apiVersion: cert-manager.io/v1\nkind: Issuer\nmetadata:\n  name: probe\n  namespace: cert-manager\nspec:\n  selfSigned: {}\n";
+    let file = super::tempfile(probe)?;
+    let answered = wait_for(Duration::from_secs(120), || async {
+        cluster
+            .kubectl(&["create", "--dry-run=server", "-f", &file])
+            .ok()
+            .and_then(|(ok, _, _)| ok.then_some(()))
+    })
+    .await;
+    answered.ok_or("cert-manager's webhook never answered a dry-run Issuer")?;
+    Ok(())
+}
+
+/// Waits until Deployment `namespace/name` is Available with every replica updated.
+pub async fn wait_available(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    timeout: Duration,
+) -> TestResult {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let ok = wait_for(timeout, || async {
+        let d = api.get_opt(name).await.ok()??;
+        let s = d.status?;
+        let want = d.spec?.replicas.unwrap_or(1);
+        let available = s
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Available" && c.status == "True");
+        (available
+            && s.updated_replicas.unwrap_or(0) == want
+            && s.available_replicas.unwrap_or(0) == want)
+            .then_some(())
+    })
+    .await;
+    ok.ok_or_else(|| format!("Deployment {namespace}/{name} not available").into())
+}
+
+/// Loads the real releases of `versions` into ConfigMaps of the providers' namespaces.
+pub async fn load_real_releases(
+    cluster: &TestCluster,
+    client: &Client,
+    parts: &RealParts,
+    versions: &[&str],
+) -> TestResult {
+    for (_, ns, _, label, file) in REAL_PROVIDERS {
+        cluster.ensure_namespace(ns)?;
+        let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        for v in versions {
+            if configmaps.get_opt(&format!("{label}-{v}")).await?.is_some() {
+                continue;
+            }
+            release_configmap_from_dir(
+                client,
+                ns,
+                &parts.releases,
+                label,
+                v,
+                file,
+                &[("provider.cluster.x-k8s.io/name", label)],
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// The three provider objects at `version`, on the process node, with `extra(kind)` appended
+/// to each spec (2-space indented lines).
+pub fn real_manifest(version: &str, extra: impl Fn(&str) -> String) -> String {
+    REAL_PROVIDERS
+        .iter()
+        .map(|(kind, ns, name, label, _)| {
+            format!(
+                "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  version: {version}\n  fetchConfig:\n    selector:\n      matchLabels:\n        provider.cluster.x-k8s.io/name: {label}\n{ON_PROCESS_NODE}{}",
+                extra(kind)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+/// Applies the three providers at `version` (see [`real_manifest`]).
+pub fn apply_real(
+    cluster: &TestCluster,
+    version: &str,
+    extra: impl Fn(&str) -> String,
+) -> TestResult {
+    apply(cluster, &real_manifest(version, extra))?;
+    Ok(())
+}
+
+/// The pods of namespace `ns`.
+pub async fn pods(client: &Client, ns: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+/// The running, ready manager pods of `ns` on the process node, with their images.
+pub async fn ready_managers(client: &Client, ns: &str) -> Vec<(String, String)> {
+    let node = capi_test_support::PROCESS_NODE_NAME;
+    pods(client, ns)
+        .await
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .filter_map(|p| {
+            let st = p.status?;
+            let cs = st.container_statuses?;
+            let all_ready = !cs.is_empty() && cs.iter().all(|c| c.ready);
+            all_ready.then(|| {
+                (
+                    p.metadata.name.unwrap_or_default(),
+                    cs.first().map(|c| c.image.clone()).unwrap_or_default(),
+                )
+            })
+        })
+        .collect()
+}
