@@ -231,3 +231,170 @@ async fn a_crash_looping_manager_is_never_ready() -> TestResult {
     assert_eq!(ready_managers(&client, bootstrap.1).await.len(), 1);
     Ok(())
 }
+
+/// Every field of spec.manager on the real v1.12.0 core manager.
+const ALL_MANAGER_FIELDS: &str = r#"  manager:
+    syncPeriod: 7m
+    leaderElection:
+      leaderElect: true
+      leaseDuration: 20s
+      renewDeadline: 15s
+      retryPeriod: 3s
+      resourceName: capi-custom-lock
+      resourceNamespace: capi-system
+      resourceLock: leases
+    cacheNamespace: default
+    gracefulShutDown: 30s
+    metrics:
+      bindAddress: ":8181"
+    health:
+      healthProbeBindAddress: ":9441"
+      readinessEndpointName: readyz
+      livenessEndpointName: healthz
+    webhook:
+      port: 9444
+      certDir: /tmp/k8s-webhook-server/serving-certs
+    profilerAddress: ":6060"
+    maxConcurrentReconciles: 5
+    verbosity: 4
+    featureGates:
+      MachinePool: false
+    additionalArgs:
+      kube-api-qps: "40"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_manager_field_has_its_real_effect_or_is_reported() -> TestResult {
+    let test = "every_manager_field_has_its_real_effect_or_is_reported";
+    let Some(parts) = real_parts(test) else {
+        return Ok(());
+    };
+    let _serial = serial().lock().await;
+    let (cluster, client, operator) = installed(&parts).await?;
+    let log = |e: Box<dyn std::error::Error>| -> Box<dyn std::error::Error> {
+        format!("{e}\n--- operator log ---\n{}", operator.logs()).into()
+    };
+    let core = ("CoreProvider", "capi-system", "cluster-api");
+    apply_real(cluster, "v1.12.0", |kind| {
+        if kind == "CoreProvider" {
+            ALL_MANAGER_FIELDS.to_string()
+        } else {
+            String::new()
+        }
+    })?;
+    // Ready again only once the new manager — health probes now on :9441 — is ready.
+    let p = wait_for(T, || async {
+        let p = provider(&client, core.0, core.1, core.2).await?;
+        let ready = condition(&p, "Ready")?.get("status")? == "True";
+        let (_, _, pid) = manager_process(&client, core.1).await?;
+        (ready && cmdline(pid).iter().any(|a| a == "--health-addr=:9441")).then_some(p)
+    })
+    .await
+    .ok_or_else(|| log("the reconfigured core manager never became Ready".into()))?;
+
+    // Fields the binary has no flag for are reported, by name.
+    let configured = condition(&p, "ManagerConfigured").ok_or("no ManagerConfigured")?;
+    assert_eq!(
+        configured.get("reason"),
+        Some(&Value::from("ManagerSettingsIgnored"))
+    );
+    let message = configured
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    for field in [
+        "gracefulShutDown",
+        "leaderElection.resourceName",
+        "leaderElection.resourceNamespace",
+        "leaderElection.resourceLock",
+        "health.readinessEndpointName",
+        "health.livenessEndpointName",
+    ] {
+        assert!(
+            message.contains(field),
+            "{field} reported as without effect: {message}"
+        );
+    }
+
+    // The others reached the running manager's command line...
+    let (pod, ip, pid) = manager_process(&client, core.1)
+        .await
+        .ok_or("no ready core manager")?;
+    let args = cmdline(pid);
+    for want in [
+        "--sync-period=7m",
+        "--leader-elect=true",
+        "--leader-elect-lease-duration=20s",
+        "--leader-elect-renew-deadline=15s",
+        "--leader-elect-retry-period=3s",
+        "--namespace=default",
+        "--diagnostics-address=:8181",
+        "--insecure-diagnostics=true",
+        "--health-addr=:9441",
+        "--webhook-port=9444",
+        "--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs",
+        "--profiler-address=:6060",
+        "--v=4",
+        "--kube-api-qps=40",
+        "--cluster-concurrency=5",
+        "--machine-concurrency=5",
+        "--machinedeployment-concurrency=5",
+        "--machineset-concurrency=5",
+    ] {
+        assert!(
+            args.iter().any(|a| a == want),
+            "{want} missing from {args:?}"
+        );
+    }
+    let gates = args
+        .iter()
+        .find(|a| a.starts_with("--feature-gates="))
+        .ok_or("no feature gates")?;
+    assert!(gates.contains("MachinePool=false"), "{gates}");
+
+    // ...and have their effect on its endpoints: plain-HTTP metrics on :8181, health on :9441,
+    // the profiler on :6060, the webhook server on :9444 (reached through its Service).
+    let (status, body) = http_get(&ip, 8181, "/metrics")?;
+    assert_eq!(status, 200, "metrics over plain HTTP on :8181");
+    assert!(
+        body.contains("# TYPE controller_runtime_"),
+        "controller-runtime metrics served: {}",
+        body.chars().take(400).collect::<String>()
+    );
+    assert_eq!(http_get(&ip, 9441, "/readyz")?.0, 200, "readiness on :9441");
+    assert_eq!(
+        http_get(&ip, 6060, "/debug/pprof/")?.0,
+        200,
+        "profiler on :6060"
+    );
+    let refused = tempfile(
+        "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata:\n  name: no-refs\n  namespace: default\nspec:\n  paused: true\n",
+    )?;
+    let (ok, _, err) = cluster.kubectl(&["create", "--dry-run=server", "-f", &refused])?;
+    assert!(
+        !ok && err.contains(
+            "one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must be set"
+        ),
+        "the core webhook answers on its moved port: {err}"
+    );
+    // Leader election with the given timings, held by this manager (its identity starts with
+    // its hostname, the pod's name); the old manager hands the lease over once it stops.
+    let lease = wait_for(T, || async {
+        let got = cluster
+            .kubectl_ok(&[
+                "get",
+                "lease",
+                "-n",
+                "capi-system",
+                "-o",
+                "jsonpath={range .items[*]}{.spec.holderIdentity} {.spec.leaseDurationSeconds}{\"\\n\"}{end}",
+            ])
+            .ok()?;
+        got.lines()
+            .any(|l| l.starts_with(&pod) && l.ends_with(" 20"))
+            .then_some(got)
+    })
+    .await;
+    assert!(lease.is_some(), "a 20 s lease held by {pod}");
+    Ok(())
+}

@@ -158,6 +158,18 @@ impl Worker {
         self.pod.metadata.name.clone().unwrap_or_default()
     }
 
+    /// The pod's hostname as a kubelet sets it: spec.hostname, else the pod's name, at most
+    /// 63 characters.
+    fn hostname(&self) -> String {
+        let spec = self.pod.spec.as_ref().and_then(|s| s.hostname.clone());
+        let h: String = spec
+            .unwrap_or_else(|| self.name())
+            .chars()
+            .take(63)
+            .collect();
+        h.trim_end_matches(['-', '.']).to_string()
+    }
+
     fn namespace(&self) -> String {
         self.pod
             .metadata
@@ -444,7 +456,7 @@ impl Worker {
                 "PATH",
                 "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string(),
             ),
-            ("HOSTNAME", self.name()),
+            ("HOSTNAME", self.hostname()),
         ] {
             if env::lookup(&env, k).is_none() {
                 env.push((k.into(), v));
@@ -454,6 +466,9 @@ impl Worker {
         let mounts = self.mounts(&spec);
         let exec = trampoline::Spec {
             netns: self.net.as_ref().map(PodNet::netns_path),
+            // A pod with its own network has its own hostname, the pod's name, as under a
+            // kubelet: managers derive their leader-election identity from it.
+            hostname: self.net.as_ref().map(|_| self.hostname()),
             mounts,
             argv,
             cwd,

@@ -23,6 +23,8 @@ pub const SUBCOMMAND: &str = "__exec";
 pub struct Spec {
     /// The pod's network namespace; `None` for host network.
     pub netns: Option<PathBuf>,
+    /// The hostname in a private UTS namespace; `None` keeps the host's (host network).
+    pub hostname: Option<String>,
     /// Bind mounts, in order.
     pub mounts: Vec<BindMount>,
     /// The process's argv; `argv[0]` is an absolute path.
@@ -66,6 +68,10 @@ fn prepare(spec: &str) -> Result<Spec> {
     if let Some(ns) = &spec.netns {
         let f = std::fs::File::open(ns).map_err(io(format!("{}", ns.display())))?;
         setns(&f, CloneFlags::CLONE_NEWNET).map_err(sys("setns(net)"))?;
+    }
+    if let Some(h) = &spec.hostname {
+        unshare(CloneFlags::CLONE_NEWUTS).map_err(sys("unshare(CLONE_NEWUTS)"))?;
+        nix::unistd::sethostname(h).map_err(sys("sethostname"))?;
     }
     unshare(CloneFlags::CLONE_NEWNS).map_err(sys("unshare(CLONE_NEWNS)"))?;
     // Without this the bind mounts would propagate back into the host's namespace.

@@ -234,6 +234,13 @@ async fn env_volumes_credentials_service_and_deletion() {
             .as_str()
             .is_some_and(|s| s.starts_with("process://"))
     );
+    // The pod has its own hostname, its name, as under a kubelet.
+    let pid = pid_of(&running).expect("pid");
+    let host = std::process::Command::new("nsenter")
+        .args(["-t", &pid.to_string(), "-u", "hostname"])
+        .output()
+        .expect("nsenter");
+    assert_eq!(String::from_utf8_lossy(&host.stdout).trim(), "web");
 
     let env = proxy(c, &ns, "web", "/env").expect("env through the pod proxy");
     for want in [

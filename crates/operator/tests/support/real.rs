@@ -249,3 +249,54 @@ pub async fn ready_managers(client: &Client, ns: &str) -> Vec<(String, String)> 
         })
         .collect()
 }
+
+/// The ready manager pod of `ns` on the process node: (name, pod IP, process ID).
+pub async fn manager_process(client: &Client, ns: &str) -> Option<(String, String, u32)> {
+    let node = capi_test_support::PROCESS_NODE_NAME;
+    pods(client, ns).await.into_iter().find_map(|p| {
+        if p.metadata.deletion_timestamp.is_some()
+            || p.spec.as_ref()?.node_name.as_deref() != Some(node)
+        {
+            return None;
+        }
+        let st = p.status?;
+        let c = st.container_statuses?.into_iter().find(|c| c.ready)?;
+        let pid = c.container_id?.strip_prefix("process://")?.parse().ok()?;
+        Some((p.metadata.name?, st.pod_ip?, pid))
+    })
+}
+
+/// The command line of process `pid`, one argument per element.
+pub fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|c| *c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A plain HTTP/1.0 GET of `http://{ip}:{port}{path}`: (status, body).
+pub fn http_get(ip: &str, port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = format!("{ip}:{port}")
+        .parse()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {ip}\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
