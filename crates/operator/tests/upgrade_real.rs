@@ -2,9 +2,11 @@
 //! releases (air-gapped, from ConfigMaps) upgraded to v1.12.0 by changing spec.version, with a
 //! custom resource of each provider kept across the upgrade.
 //!
-//! The local control plane runs no cert-manager and kwok's pods serve nothing, so the
-//! providers' webhooks could never answer: the provider objects use spec.patches to empty the
-//! webhook configurations and turn CRD conversion off, as an admin would on such a cluster.
+//! This test is about the operator's upgrade flow (apply, prune, keep CRDs and custom
+//! resources) on kwok's pods, which serve nothing: the providers' webhooks could never answer,
+//! so the provider objects use spec.patches to empty the webhook configurations and turn CRD
+//! conversion off. The same upgrade with the real managers and live webhooks is
+//! `real_upgrade.rs`.
 
 mod support;
 

@@ -48,6 +48,8 @@ const PROVIDERS: [(&str, &str, &str, &str, &str, &str); 3] = [
     ),
 ];
 
+/// The migration is about the plugin taking over what clusterctl installed on kwok's pods
+/// (which serve nothing), so the releases' webhooks and conversion are neutralized.
 const SPEC: &str = capi_test_support::NEUTRALIZING_PATCHES;
 
 const INVENTORY_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1

@@ -60,10 +60,12 @@ static PRIVATE: OnceLock<Result<TestCluster, String>> = OnceLock::new();
 static WITH_PROCESS_NODE: OnceLock<Result<TestCluster, String>> = OnceLock::new();
 static NS_COUNTER: AtomicU32 = AtomicU32::new(0);
 
-/// A provider spec fragment for the real Cluster API releases on the local control plane: it
-/// has no cert-manager and kwok's pods serve nothing, so the releases' webhooks could never
-/// answer. The patches empty the webhook configurations and turn CRD conversion off, as an
-/// admin would on such a cluster. Unindented (`patches:` at column 0).
+/// A provider spec fragment for the real Cluster API releases whose managers run on kwok's
+/// pods, which serve nothing: the releases' webhooks could never answer there. The patches
+/// empty the webhook configurations and turn CRD conversion off, as an admin would on such a
+/// cluster. Only for tests about the operator's own behaviour on kwok pods; tests where the
+/// providers' behaviour matters run the real managers on the process node ([`real_cluster`])
+/// with no patches. Unindented (`patches:` at column 0).
 pub const NEUTRALIZING_PATCHES: &str = r#"patches:
 - target: {group: admissionregistration.k8s.io, kind: ValidatingWebhookConfiguration}
   patch: '[{"op": "remove", "path": "/webhooks"}]'
