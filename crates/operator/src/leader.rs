@@ -8,6 +8,10 @@
 //! Every write carries the resourceVersion it read, so two candidates can never both win.
 //! On shutdown the holder releases the Lease (empty holder), letting a standby take over at
 //! once instead of after a lease duration.
+//!
+//! Every call to the apiserver is bounded by the renew deadline: an apiserver that stops
+//! answering must not keep a replica leading past its lease, since a hung renewal would
+//! otherwise only be noticed once it returned.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +25,35 @@ use kube::{
     api::{ObjectMeta, PostParams},
 };
 use tracing::{debug, info, warn};
+
+/// Why one election attempt failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ElectionError {
+    /// The apiserver refused or the connection broke.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// The apiserver did not answer in time.
+    #[error("{call} of the lease did not answer within {after:?}")]
+    Timeout {
+        /// Which call hung.
+        call: &'static str,
+        /// How long it was given.
+        after: Duration,
+    },
+}
+
+/// Runs `call`, giving up on it at `deadline`.
+async fn bounded<T>(
+    call: &'static str,
+    deadline: Instant,
+    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, ElectionError> {
+    let after = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout(after, fut).await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(ElectionError::Timeout { call, after }),
+    }
+}
 
 /// Settings of the election.
 #[derive(Debug, Clone)]
@@ -54,6 +87,9 @@ pub struct Elector {
     cfg: LeaseConfig,
     observed: Option<(Option<String>, Option<MicroTime>)>,
     observed_at: Instant,
+    /// Start of the last attempt that left this replica holding the Lease: the renew time it
+    /// wrote is no earlier, so counting the renew deadline from here stays inside the lease.
+    renewed_at: Option<Instant>,
 }
 
 fn now() -> MicroTime {
@@ -68,6 +104,7 @@ impl Elector {
             cfg,
             observed: None,
             observed_at: Instant::now(),
+            renewed_at: None,
         }
     }
 
@@ -86,9 +123,26 @@ impl Elector {
         }
     }
 
-    /// One attempt to take or renew the Lease; true when this replica holds it afterwards.
-    pub async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
-        let Some(mut lease) = self.api.get_opt(&self.cfg.name).await? else {
+    /// One attempt to take or renew the Lease, given at most the renew deadline; true when
+    /// this replica holds it afterwards.
+    pub async fn try_acquire_or_renew(&mut self) -> Result<bool, ElectionError> {
+        let deadline = Instant::now() + self.cfg.renew_deadline;
+        self.attempt(deadline).await
+    }
+
+    /// One attempt to take or renew the Lease, each call abandoned at `deadline`.
+    async fn attempt(&mut self, deadline: Instant) -> Result<bool, ElectionError> {
+        let started = Instant::now();
+        let held = self.attempt_calls(deadline).await?;
+        if held {
+            self.renewed_at = Some(started);
+        }
+        Ok(held)
+    }
+
+    async fn attempt_calls(&mut self, deadline: Instant) -> Result<bool, ElectionError> {
+        let found = bounded("get", deadline, self.api.get_opt(&self.cfg.name)).await?;
+        let Some(mut lease) = found else {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.cfg.name.clone()),
@@ -97,9 +151,11 @@ impl Elector {
                 },
                 spec: Some(self.mine(0, None)),
             };
-            return match self.api.create(&PostParams::default(), &lease).await {
+            let pp = PostParams::default();
+            let created = self.api.create(&pp, &lease);
+            return match bounded("create", deadline, created).await {
                 Ok(_) => Ok(true),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                Err(ElectionError::Api(kube::Error::Api(s))) if s.code == 409 => Ok(false),
                 Err(e) => Err(e),
             };
         };
@@ -129,14 +185,12 @@ impl Elector {
             None => self.mine(transitions.saturating_add(1), None),
         };
         lease.spec = Some(new_spec);
-        match self
-            .api
-            .replace(&self.cfg.name, &PostParams::default(), &lease)
-            .await
-        {
+        let pp = PostParams::default();
+        let replaced = self.api.replace(&self.cfg.name, &pp, &lease);
+        match bounded("replace", deadline, replaced).await {
             Ok(_) => Ok(true),
             // Someone else wrote it first: they won this round.
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(ElectionError::Api(kube::Error::Api(s))) if s.code == 409 => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -157,32 +211,44 @@ impl Elector {
         }
     }
 
-    /// Renews the Lease every retry period until it is lost or `stop` completes.
+    /// Renews the Lease every retry period until it is lost or `stop` completes. Returns
+    /// [`Held::Lost`] no later than the renew deadline after the last successful renewal, even
+    /// when the apiserver stops answering.
     pub async fn hold(&mut self, stop: impl std::future::Future<Output = ()>) -> Held {
         tokio::pin!(stop);
-        let mut last_renew = Instant::now();
         loop {
+            let renewed_at = *self.renewed_at.get_or_insert_with(Instant::now);
+            let deadline = renewed_at + self.cfg.renew_deadline;
+            // A retry period longer than what is left must not sleep past the deadline.
+            let pause = self
+                .cfg
+                .retry_period
+                .min(deadline.saturating_duration_since(Instant::now()));
             tokio::select! {
                 _ = &mut stop => return Held::Stopped,
-                _ = tokio::time::sleep(self.cfg.retry_period) => {}
+                _ = tokio::time::sleep(pause) => {}
             }
-            match self.try_acquire_or_renew().await {
-                Ok(true) => last_renew = Instant::now(),
+            if Instant::now() >= deadline {
+                warn!(lease = %self.cfg.name, "the lease was not renewed within the renew deadline");
+                return Held::Lost;
+            }
+            match self.attempt(deadline).await {
+                Ok(true) => {}
                 Ok(false) => {
                     warn!(lease = %self.cfg.name, "another replica holds the lease");
                     return Held::Lost;
                 }
                 Err(e) => warn!(error = %e, "leader election: renewing the lease failed"),
             }
-            if last_renew.elapsed() > self.cfg.renew_deadline {
-                return Held::Lost;
-            }
         }
     }
 
     /// Gives the Lease up (if still held), so a standby takes over without waiting.
     pub async fn release(&mut self) {
-        let Ok(Some(mut lease)) = self.api.get_opt(&self.cfg.name).await else {
+        // Shutdown must not hang on an apiserver that stopped answering either.
+        let deadline = Instant::now() + self.cfg.renew_deadline;
+        let Ok(Some(mut lease)) = bounded("get", deadline, self.api.get_opt(&self.cfg.name)).await
+        else {
             return;
         };
         let Some(spec) = lease.spec.as_mut() else {
@@ -194,13 +260,162 @@ impl Elector {
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(now());
-        match self
-            .api
-            .replace(&self.cfg.name, &PostParams::default(), &lease)
-            .await
-        {
+        let pp = PostParams::default();
+        let replaced = self.api.replace(&self.cfg.name, &pp, &lease);
+        match bounded("replace", deadline, replaced).await {
             Ok(_) => info!(lease = %self.cfg.name, "lease released"),
             Err(e) => warn!(error = %e, "releasing the lease failed"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    };
+
+    use http_body_util::{BodyExt, Full};
+    use hyper::{Request, Response, body::Bytes, service::service_fn};
+    use hyper_util::rt::TokioIo;
+
+    use super::*;
+
+    /// A one-Lease apiserver that answers until `blackhole` is set, then accepts connections
+    /// and reads requests but never answers them — a hung apiserver, not a refusing one.
+    #[derive(Default)]
+    struct FakeApiserver {
+        lease: Mutex<Option<serde_json::Value>>,
+        version: Mutex<u64>,
+        blackhole: AtomicBool,
+        /// When the last write of the Lease was received.
+        last_write: Mutex<Option<Instant>>,
+    }
+
+    fn json(status: u16, body: &serde_json::Value) -> Response<Full<Bytes>> {
+        let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+        *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
+        r.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+        r
+    }
+
+    impl FakeApiserver {
+        async fn handle(&self, req: Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+            if self.blackhole.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            let method = req.method().clone();
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            if self.blackhole.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            if method == hyper::Method::GET {
+                return match self.lease.lock().unwrap().clone() {
+                    Some(lease) => json(200, &lease),
+                    None => json(
+                        404,
+                        &serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                            "status": "Failure", "reason": "NotFound", "message": "not found",
+                            "code": 404}),
+                    ),
+                };
+            }
+            *self.last_write.lock().unwrap() = Some(Instant::now());
+            let mut lease: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let mut version = self.version.lock().unwrap();
+            *version += 1;
+            lease["metadata"]["resourceVersion"] = serde_json::json!(version.to_string());
+            *self.lease.lock().unwrap() = Some(lease.clone());
+            json(
+                if method == hyper::Method::POST {
+                    201
+                } else {
+                    200
+                },
+                &lease,
+            )
+        }
+    }
+
+    async fn start(fake: Arc<FakeApiserver>) -> Client {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let fake = fake.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req| {
+                        let fake = fake.clone();
+                        async move { Ok::<_, std::convert::Infallible>(fake.handle(req).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        let url = format!("http://{addr}").parse().unwrap();
+        Client::try_from(kube::Config::new(url)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_hung_apiserver_ends_leadership_within_the_renew_deadline() {
+        let fake = Arc::new(FakeApiserver::default());
+        let client = start(fake.clone()).await;
+        let cfg = LeaseConfig {
+            namespace: "default".into(),
+            name: "lease".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(4),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(200),
+        };
+        let mut elector = Elector::new(client, cfg.clone());
+        tokio::time::timeout(Duration::from_secs(10), elector.acquire())
+            .await
+            .unwrap();
+
+        let holding = tokio::spawn(async move {
+            let held = elector.hold(std::future::pending()).await;
+            (held, Instant::now(), elector)
+        });
+        // A few renewals answered, then the apiserver hangs.
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        fake.blackhole.store(true, Ordering::SeqCst);
+        let (held, lost_at, mut elector) = tokio::time::timeout(Duration::from_secs(20), holding)
+            .await
+            .expect("the elector kept leading on a hung apiserver")
+            .unwrap();
+        assert_eq!(held, Held::Lost);
+        let last_write = fake.last_write.lock().unwrap().unwrap();
+        let leading_after_renewal = lost_at.duration_since(last_write);
+        let margin = Duration::from_millis(500);
+        assert!(
+            leading_after_renewal <= cfg.renew_deadline + margin,
+            "leadership given up {leading_after_renewal:?} after the last renewal"
+        );
+        assert!(
+            leading_after_renewal < cfg.lease_duration,
+            "still leading {leading_after_renewal:?} after the last renewal, past the lease"
+        );
+
+        // Acquiring and releasing are bounded too.
+        let started = Instant::now();
+        let attempt = elector.try_acquire_or_renew().await;
+        assert!(
+            matches!(attempt, Err(ElectionError::Timeout { call: "get", .. })),
+            "{attempt:?}"
+        );
+        assert!(started.elapsed() <= cfg.renew_deadline + margin);
+        let started = Instant::now();
+        elector.release().await;
+        assert!(started.elapsed() <= cfg.renew_deadline + margin);
     }
 }

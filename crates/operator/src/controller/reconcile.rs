@@ -359,7 +359,46 @@ fn mark_not_installed_unless_installed(status: &mut ProviderStatus, generation: 
     }
 }
 
-/// Backoff for transient failures: 1 s doubling up to 5 minutes.
+/// First delay of the transient-failure back-off.
+const BACKOFF_BASE: Duration = Duration::from_secs(1);
+/// Longest delay of the transient-failure back-off, jitter included.
+const BACKOFF_CAP: Duration = Duration::from_secs(300);
+/// Relative spread of the jitter around the doubled delay (±10%).
+const BACKOFF_JITTER: f64 = 0.1;
+
+/// Delay before retrying after the `failures`-th consecutive transient failure: 1 s doubling
+/// per failure, jittered by ±10% so that providers failing together do not retry in lockstep,
+/// and never longer than 5 minutes (at the cap the delay is 270–300 s). `jitter` is a uniform
+/// sample from `[0, 1]` (0 gives −10%, 1 gives +10%); keeping it a parameter makes the delay
+/// a pure function that tests can pin.
+pub fn backoff_delay(failures: u32, jitter: f64) -> Duration {
+    // 2^9 s already exceeds the cap, so larger exponents need not (and must not, for
+    // overflow) be computed.
+    let exponent = failures.saturating_sub(1).min(9);
+    let doubled = BACKOFF_BASE
+        .saturating_mul(1u32 << exponent)
+        .min(BACKOFF_CAP);
+    let jitter = if jitter.is_finite() {
+        jitter.clamp(0.0, 1.0)
+    } else {
+        0.5
+    };
+    let factor = 1.0 - BACKOFF_JITTER + 2.0 * BACKOFF_JITTER * jitter;
+    doubled.mul_f64(factor).min(BACKOFF_CAP)
+}
+
+/// A uniform sample from `[0, 1]` for the back-off jitter. Not cryptographic: the std hasher's
+/// per-instance random keys are enough to spread retries, without another dependency.
+fn jitter_sample() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let bits = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    // The top 53 bits fit an f64 mantissa exactly.
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Backoff for transient failures: see [`backoff_delay`].
 pub fn error_policy<P: Provider>(obj: Arc<P>, err: &Error, ctx: Arc<Ctx>) -> Action {
     let key = provider_key(&AnyProvider::from(obj.as_ref()));
     let n = ctx
@@ -371,8 +410,7 @@ pub fn error_policy<P: Provider>(obj: Arc<P>, err: &Error, ctx: Arc<Ctx>) -> Act
             *n
         })
         .unwrap_or(1);
-    let delay =
-        Duration::from_secs(1u64 << n.min(9).saturating_sub(1)).min(Duration::from_secs(300));
+    let delay = backoff_delay(n, jitter_sample());
     debug!(provider = %key, error = %err, attempt = n, ?delay, "requeue after failure");
     Action::requeue(delay)
 }
@@ -1176,4 +1214,57 @@ async fn delete<P: Provider>(
         .metrics
         .forget(p.provider_type.kind(), p.namespace(), p.name());
     Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_one_second_and_caps_at_five_minutes_with_jitter() {
+        // (failures, un-jittered delay in seconds)
+        let table: &[(u32, f64)] = &[
+            (0, 1.0),
+            (1, 1.0),
+            (2, 2.0),
+            (3, 4.0),
+            (9, 256.0),
+            (10, 300.0),
+            (20, 300.0),
+            (u32::MAX, 300.0),
+        ];
+        for &(failures, base) in table {
+            let low = backoff_delay(failures, 0.0).as_secs_f64();
+            let mid = backoff_delay(failures, 0.5).as_secs_f64();
+            let high = backoff_delay(failures, 1.0).as_secs_f64();
+            assert!((mid - base).abs() < 1e-6, "{failures}: {mid} != {base}");
+            assert!(
+                (low - base * 0.9).abs() < 1e-6,
+                "{failures}: lowest {low} is not {base} - 10%"
+            );
+            let expected_high = (base * 1.1).min(300.0);
+            assert!(
+                (high - expected_high).abs() < 1e-6,
+                "{failures}: highest {high} is not {expected_high}"
+            );
+            assert!(
+                high <= 300.0,
+                "{failures}: {high} s exceeds the 5 minute cap"
+            );
+        }
+        // The cap is reached, not merely approached.
+        assert_eq!(backoff_delay(10, 1.0), Duration::from_secs(300));
+        // Out-of-range jitter samples are clamped, never widen the spread.
+        assert_eq!(backoff_delay(10, 7.0), Duration::from_secs(300));
+        assert_eq!(backoff_delay(1, -3.0), backoff_delay(1, 0.0));
+        assert_eq!(backoff_delay(2, f64::NAN), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn jitter_samples_are_in_the_unit_interval() {
+        for _ in 0..1000 {
+            let j = jitter_sample();
+            assert!((0.0..=1.0).contains(&j), "{j}");
+        }
+    }
 }
