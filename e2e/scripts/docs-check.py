@@ -80,6 +80,8 @@ INLINE = {
     "capi-provider-operator api-docs": ("name", "the subcommand behind make docs"),
     "kubectl capi-providers migrate": ("name", "crates/plugin/tests/e2e_migrate.rs"),
     "make providers": ("run", None),
+    "make integration": ("covered", "a step of make test"),
+    "kubectl logs": ("name", "named as what the process node does not serve; its log files are read instead"),
     "make process-node": ("covered", "cargo test -p capi-process-node builds the same binary and starts it"),
     "cargo test -p capi-process-node": ("covered", "needs root; run by make integration (cargo test --workspace)"),
     "kubectl describe deployment -n <ns>": ("template", "kubectl describe deployment -n kube-system"),
