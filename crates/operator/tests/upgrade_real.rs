@@ -21,29 +21,7 @@ use support::*;
 const T: Duration = Duration::from_secs(180);
 
 /// (kind, namespace, name, label, components file)
-const PROVIDERS: [(&str, &str, &str, &str, &str); 3] = [
-    (
-        "CoreProvider",
-        "capi-system",
-        "cluster-api",
-        "cluster-api",
-        "core-components.yaml",
-    ),
-    (
-        "BootstrapProvider",
-        "capi-kubeadm-bootstrap-system",
-        "kubeadm",
-        "bootstrap-kubeadm",
-        "bootstrap-components.yaml",
-    ),
-    (
-        "ControlPlaneProvider",
-        "capi-kubeadm-control-plane-system",
-        "kubeadm",
-        "control-plane-kubeadm",
-        "control-plane-components.yaml",
-    ),
-];
+const PROVIDERS: [(&str, &str, &str, &str, &str); 3] = real::REAL_PROVIDERS;
 
 fn manifest(version: &str) -> String {
     let patches = capi_test_support::indent(capi_test_support::NEUTRALIZING_PATCHES, 2);

@@ -192,22 +192,7 @@ pub fn free_port() -> std::io::Result<u16> {
 
 /// A GET on 127.0.0.1:`port` with a bare HTTP/1.0 request: (status, body).
 pub fn get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((status, body))
+    real::http_get("127.0.0.1", port, path)
 }
 
 /// The sample core provider in `ns`, read from the ConfigMaps `load_core` writes.
