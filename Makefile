@@ -9,6 +9,10 @@ SCRIPTS := e2e/scripts
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/capi-provider-operator/target
 export CAPI_CLUSTER_DIR ?= $(or $(TMPDIR),/tmp)/capi-provider-operator-cluster-$(shell id -u)
 BIN := $(CARGO_TARGET_DIR)/debug/capi-provider-operator
+# Every build step uses this one invocation: cargo unifies features over the packages and
+# targets it builds, so a `-p` subset would compile the shared dependencies again with other
+# features — minutes each on a cold machine.
+BUILD := $(CARGO) build --locked --workspace --all-targets
 
 .PHONY: help
 help: ## List the targets.
@@ -36,11 +40,11 @@ cluster-down: ## Stop the local control plane and remove its data.
 
 .PHONY: process-node
 process-node: ## Build the process node agent that cluster-up.sh --process-node starts.
-	$(CARGO) build -p capi-process-node
+	$(BUILD)
 
 .PHONY: build
 build: ## Build the workspace.
-	$(CARGO) build --workspace --all-targets
+	$(BUILD)
 
 .PHONY: fmt-check
 fmt-check:
@@ -52,18 +56,21 @@ clippy:
 
 .PHONY: crds
 crds: ## Regenerate manifests/crds from the Rust types.
-	$(CARGO) run -q -p capi-provider-operator -- crds --output-dir manifests/crds
+	@$(BUILD) -q
+	$(BIN) crds --output-dir manifests/crds
 
 .PHONY: docs
 docs: ## Regenerate docs/api-reference.md from the CRD field docs.
-	$(CARGO) run -q -p capi-provider-operator -- api-docs > docs/api-reference.md
+	@$(BUILD) -q
+	$(BIN) api-docs > docs/api-reference.md
 
 .PHONY: check-generated
 check-generated: ## Fail when committed generated files are stale.
+	@$(BUILD) -q
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
-	$(CARGO) run -q -p capi-provider-operator -- crds --output-dir $$tmp; \
+	$(BIN) crds --output-dir $$tmp; \
 	if ! diff -ru manifests/crds $$tmp; then echo "manifests/crds is stale: run 'make crds'" >&2; exit 1; fi; \
-	$(CARGO) run -q -p capi-provider-operator -- api-docs > $$tmp/api-reference.md; \
+	$(BIN) api-docs > $$tmp/api-reference.md; \
 	if ! diff -u docs/api-reference.md $$tmp/api-reference.md; then echo "docs/api-reference.md is stale: run 'make docs'" >&2; exit 1; fi
 
 .PHONY: unit

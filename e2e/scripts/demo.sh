@@ -16,7 +16,7 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 
 say "building the operator and the local release server"
 # One invocation: the test-support crate gets its Kubernetes API version from the operator's.
-cargo build -q -p capi-provider-operator -p capi-fake-remotes --bins
+cargo build -q --locked --workspace --all-targets
 bin=$target/debug
 
 say "starting the local control plane"

@@ -295,9 +295,9 @@ def main() -> int:
         print(f"SKIPPED: {shared_dir}/testdata not found (set CAPI_SHARED_DIR): blocks that need the "
               "real releases are not run", file=sys.stderr)
 
-    say("cargo build -p capi-provider-operator -p capi-plugin -p capi-fake-remotes --bins")
-    subprocess.run(["cargo", "build", "-q", "-p", "capi-provider-operator", "-p", "capi-plugin",
-                    "-p", "capi-fake-remotes", "--bins"], cwd=ROOT, check=True,
+    # The same invocation as the Makefile's builds, so nothing is compiled again.
+    say("cargo build --locked --workspace --all-targets")
+    subprocess.run(["cargo", "build", "-q", "--locked", "--workspace", "--all-targets"], cwd=ROOT, check=True,
                    env=dict(os.environ, CARGO_TARGET_DIR=TARGET))
     only = {os.path.relpath(os.path.abspath(a), ROOT) for a in sys.argv[1:]}
     docs = [d for d in DOCS if not only or os.path.relpath(os.path.join(ROOT, d), ROOT) in only]

@@ -19,3 +19,99 @@ pub const DELETING: &str = "Deleting";
 /// each setting the manager's binary has no flag for, or a flag it would reject at start.
 /// Informational: installing goes on and Ready is not blocked.
 pub const MANAGER_CONFIGURED: &str = "ManagerConfigured";
+
+/// Every reason a condition or an event of the operator carries: one vocabulary for the
+/// conditions, the events and the metric labels.
+pub mod reason {
+    // Preflight.
+
+    /// A second CoreProvider exists in the cluster.
+    pub const MORE_THAN_ONE_CORE: &str = "MoreThanOneCoreProvider";
+    /// A provider of the same kind and name exists in another namespace.
+    pub const DUPLICATE_NAME: &str = "DuplicateProviderName";
+    /// spec.version is not a semantic version.
+    pub const INCORRECT_VERSION: &str = "IncorrectVersionFormat";
+    /// The provider is not in the default list and has no fetchConfig.
+    pub const UNKNOWN_PROVIDER: &str = "UnknownProvider";
+    /// The core provider is missing or not Ready.
+    pub const WAITING_FOR_CORE: &str = "WaitingForCoreProviderReady";
+    /// The release's contract differs from the core provider's.
+    pub const CONTRACT_MISMATCH: &str = "ContractMismatch";
+    /// A minor or major downgrade was asked for.
+    pub const DOWNGRADE: &str = "UnsupportedProviderDowngrade";
+
+    // Install, readiness, pause and deletion.
+
+    /// Preflight checks passed.
+    pub const PASSED: &str = "PreflightChecksPassed";
+    /// fetchConfig cannot be used.
+    pub const INVALID_FETCH_CONFIG: &str = "InvalidFetchConfig";
+    /// The release could not be fetched (version or file missing, access refused).
+    pub const FETCH_FAILED: &str = "ComponentsFetchError";
+    /// The source is temporarily unreachable; retried with backoff.
+    pub const SOURCE_UNAVAILABLE: &str = "SourceUnavailable";
+    /// metadata.yaml is unusable for the version.
+    pub const INVALID_METADATA: &str = "InvalidMetadata";
+    /// The referenced Secret does not exist.
+    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
+    /// The referenced additionalManifests ConfigMap does not exist or is unusable.
+    pub const ADDITIONAL_MANIFESTS: &str = "AdditionalManifestsError";
+    /// Variables the release needs are missing.
+    pub const MISSING_VARIABLES: &str = "MissingVariables";
+    /// The release could not be rendered (YAML, patches, customization).
+    pub const RENDER_FAILED: &str = "ComponentsRenderError";
+    /// spec.patches or spec.manifestPatches is malformed or does not apply.
+    pub const INVALID_PATCHES: &str = "InvalidPatches";
+    /// The apiserver refused an object, or a kind the release needs is not served.
+    pub const APPLY_FAILED: &str = "ApplyFailed";
+    /// Applying is being retried after a temporary failure.
+    pub const APPLY_RETRYING: &str = "ApplyRetrying";
+    /// Components installed.
+    pub const INSTALLED: &str = "Installed";
+    /// The release passes the provider contract checks.
+    pub const CONTRACT_OK: &str = "ContractChecksPassed";
+    /// The release deviates from the provider contracts (see the message).
+    pub const CONTRACT_FINDINGS: &str = "ContractFindings";
+    /// The release holds objects granting broad powers (an event, not a condition).
+    pub const PRIVILEGED_OBJECTS: &str = "PrivilegedObjects";
+    /// Deletion waits for other providers or custom resources.
+    pub const DELETION_BLOCKED: &str = "DeletionBlocked";
+    /// Components are being removed.
+    pub const DELETING: &str = "Deleting";
+    /// The installed version changed.
+    pub const UPGRADED: &str = "Upgraded";
+    /// A contract-changing upgrade of the core provider while some provider runs.
+    pub const CONTRACT_CHANGE_NEEDS_PAUSE: &str = "ContractChangeRequiresPause";
+    /// The provider is paused.
+    pub const PAUSED: &str = "Paused";
+    /// The provider is not paused (any more).
+    pub const NOT_PAUSED: &str = "NotPaused";
+    /// Unpausing is refused while contracts disagree.
+    pub const UNPAUSE_REFUSED: &str = "UnpauseRefused";
+    /// Every Deployment of the provider is available.
+    pub const AVAILABLE: &str = "DeploymentsAvailable";
+    /// Some Deployment is not available yet.
+    pub const NOT_AVAILABLE: &str = "DeploymentsNotAvailable";
+    /// The release has no Deployment to watch.
+    pub const NO_DEPLOYMENT: &str = "NoDeployment";
+    /// A manager container of the provider keeps exiting (Ready False; the message holds the
+    /// pod, container, restart count and the end of its log).
+    pub const MANAGER_CRASH_LOOPING: &str = "ManagerCrashLooping";
+    /// A manager image cannot be pulled (Ready False).
+    pub const MANAGER_IMAGE_UNAVAILABLE: &str = "ManagerImageUnavailable";
+    /// Every spec.manager setting reached a flag of the manager (ManagerConfigured True).
+    pub const MANAGER_SETTINGS_APPLIED: &str = "ManagerSettingsApplied";
+    /// Some spec.manager settings have no effect on the provider's manager.
+    pub const MANAGER_SETTINGS_IGNORED: &str = "ManagerSettingsIgnored";
+    /// A flag or feature gate given explicitly is unknown to the manager's binary, which
+    /// would refuse to start.
+    pub const MANAGER_FLAGS_REJECTED: &str = "ManagerFlagsRejected";
+    /// Before the first install: the preflight checks have not passed yet.
+    pub const PREFLIGHT_CHECK_FAILED: &str = "PreflightCheckFailed";
+    /// spec.version was empty and the latest release was written into it (an event).
+    pub const VERSION_RESOLVED: &str = "VersionResolved";
+    /// A version's objects were applied (an event).
+    pub const VERSION_INSTALLED: &str = "VersionInstalled";
+    /// Objects no longer rendered were removed (an event).
+    pub const PRUNED: &str = "Pruned";
+}

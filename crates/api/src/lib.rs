@@ -30,6 +30,12 @@ pub const MANAGED_BY_ANNOTATION: &str = "cluster.x-k8s.io/managed-by";
 /// Annotation on a paused provider's Deployments keeping their replica count.
 pub const ORIGINAL_REPLICAS_ANNOTATION: &str =
     "management.cluster.x-k8s.io/original-controller-replicas";
+/// Label naming the kind of the provider that installed an object.
+pub const OWNER_KIND_LABEL: &str = "management.cluster.x-k8s.io/owner-kind";
+/// Label naming the provider that installed an object.
+pub const OWNER_NAME_LABEL: &str = "management.cluster.x-k8s.io/owner-name";
+/// Label naming the namespace of the provider that installed an object.
+pub const OWNER_NAMESPACE_LABEL: &str = "management.cluster.x-k8s.io/owner-namespace";
 /// Finalizer the operator puts on provider objects.
 pub const FINALIZER: &str = "management.cluster.x-k8s.io/provider";
 /// Label on ConfigMaps naming the version they hold.

@@ -33,7 +33,7 @@ const CLUSTER_SCOPED: &[&str] = &[
 pub enum PipelineError {
     /// Variable substitution failed (missing variables, bad syntax).
     #[error("failed to perform variable substitution: {0}")]
-    Substitution(String),
+    Substitution(#[from] capi_envsubst::Error),
     /// The components are not valid YAML objects.
     #[error("failed to parse yaml: {0}")]
     Yaml(String),
@@ -55,7 +55,7 @@ pub fn substitute(
     raw: &str,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<String, PipelineError> {
-    capi_envsubst::process(raw, lookup).map_err(|e| PipelineError::Substitution(e.to_string()))
+    Ok(capi_envsubst::process(raw, lookup)?)
 }
 
 /// Parses the substituted text into objects; empty documents are skipped, and every document

@@ -36,6 +36,22 @@ pub struct RenderExtras {
     pub additional_manifests: Option<String>,
 }
 
+impl RenderError {
+    /// The condition reason of this failure.
+    pub fn reason(&self) -> &'static str {
+        use capi_operator_api::conditions::reason;
+        match self {
+            RenderError::Pipeline(pipeline::PipelineError::Substitution(
+                capi_envsubst::Error::MissingVariables(_),
+            )) => reason::MISSING_VARIABLES,
+            RenderError::Metadata(_) => reason::INVALID_METADATA,
+            RenderError::Patch(_) => reason::INVALID_PATCHES,
+            RenderError::AdditionalManifests(_) => reason::ADDITIONAL_MANIFESTS,
+            _ => reason::RENDER_FAILED,
+        }
+    }
+}
+
 /// The result of rendering.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rendered {

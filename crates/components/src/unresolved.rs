@@ -29,8 +29,7 @@ pub fn parse_objects_unresolved(
     expand: impl Fn(&str) -> Option<String>,
 ) -> Result<Vec<Value>, PipelineError> {
     let text = capi_envsubst::convert_legacy_vars(raw);
-    let ranges = capi_envsubst::expression_ranges(&text)
-        .map_err(|e| PipelineError::Substitution(e.to_string()))?;
+    let ranges = capi_envsubst::expression_ranges(&text).map_err(PipelineError::Substitution)?;
     let marker = marker_absent_from(&text);
     let (masked, kept) = mask(&text, &ranges, &marker, expand);
     let mut objects = parse_objects(&masked)?;

@@ -5,12 +5,7 @@ use std::{path::PathBuf, process::ExitCode};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-mod apidocs;
-mod controller;
-mod leader;
-mod metrics;
-mod render;
-mod server;
+use capi_provider_operator::{apidocs, controller, leader, render, server};
 
 /// Declarative lifecycle operator for Cluster API providers.
 #[derive(Parser, Debug)]

@@ -4,6 +4,7 @@ use std::{collections::BTreeMap, path::Path};
 
 use anyhow::{Context, bail};
 use capi_components::{
+    finalize::{Pause, finalize},
     render::{RenderExtras, render_with},
     source::{fetch_release, local::LocalSource},
 };
@@ -117,7 +118,17 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<()> {
     let extras = RenderExtras {
         additional_manifests: additional,
     };
-    let rendered = render_with(&provider, &release, |k| vars.get(k).cloned(), &extras)?;
+    let mut rendered = render_with(&provider, &release, |k| vars.get(k).cloned(), &extras)?;
+    // Nothing is installed from render's point of view: a paused provider is shown as its
+    // first install, every Deployment at zero replicas.
+    let pause = if provider.spec.paused {
+        Pause::Paused {
+            version_changes: true,
+        }
+    } else {
+        Pause::Running
+    };
+    finalize(&mut rendered.objects, &provider, pause);
     // The same findings the operator puts on the ManagerConfigured condition; on stderr so the
     // objects on stdout stay exactly what the operator applies.
     for r in &rendered.managers {

@@ -459,3 +459,55 @@ fn additional_manifests_get_the_provider_labels_and_namespace() -> TestResult {
     );
     Ok(())
 }
+
+/// `render` prints what the operator applies: owner labels on every object, a paused
+/// provider's Deployments at zero replicas (remembering theirs), and aggregated ClusterRoles
+/// without the rules the apiserver's aggregation controller owns.
+#[test]
+fn render_prints_what_the_operator_applies() -> TestResult {
+    if skip() {
+        return Ok(());
+    }
+    let provider = "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: CoreProvider\nmetadata: {name: cluster-api, namespace: capi-system}\nspec: {version: v1.12.0, paused: true}\n";
+    let (ok, out, err) = render(provider, &[])?;
+    assert!(ok, "{err}");
+    let objs = capi_yaml::parse_documents(&out, &capi_yaml::Limits::default())?;
+    assert_eq!(
+        objs.len(),
+        26,
+        "a paused first install applies every object"
+    );
+    for o in &objs {
+        let labels = &o["metadata"]["labels"];
+        assert_eq!(
+            labels["management.cluster.x-k8s.io/owner-kind"],
+            "CoreProvider"
+        );
+        assert_eq!(
+            labels["management.cluster.x-k8s.io/owner-name"],
+            "cluster-api"
+        );
+        assert_eq!(
+            labels["management.cluster.x-k8s.io/owner-namespace"],
+            "capi-system"
+        );
+    }
+    let d = find(&objs, "Deployment", "capi-controller-manager")?;
+    assert_eq!(d["spec"]["replicas"], 0);
+    assert_eq!(
+        d["metadata"]["annotations"]["management.cluster.x-k8s.io/original-controller-replicas"],
+        "1"
+    );
+    let aggregated: Vec<&Value> = objs
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole" && o.get("aggregationRule").is_some())
+        .collect();
+    assert!(
+        !aggregated.is_empty(),
+        "the v1.12.0 core release aggregates a ClusterRole"
+    );
+    for r in aggregated {
+        assert!(r.get("rules").is_none(), "{}", r["metadata"]["name"]);
+    }
+    Ok(())
+}

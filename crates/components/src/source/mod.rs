@@ -40,6 +40,17 @@ pub enum SourceError {
 }
 
 impl SourceError {
+    /// The condition reason of this failure: the source is unavailable for a while, or the
+    /// release cannot be fetched as configured.
+    pub fn reason(&self) -> &'static str {
+        use capi_operator_api::conditions::reason;
+        if self.is_transient() {
+            reason::SOURCE_UNAVAILABLE
+        } else {
+            reason::FETCH_FAILED
+        }
+    }
+
     /// Whether retrying later may succeed without any change by the user.
     pub fn is_transient(&self) -> bool {
         matches!(

@@ -69,6 +69,16 @@ pub enum ApplyError {
 }
 
 impl ApplyError {
+    /// The condition reason of this failure.
+    pub fn reason(&self) -> &'static str {
+        use capi_operator_api::conditions::reason;
+        if self.is_transient() {
+            reason::APPLY_RETRYING
+        } else {
+            reason::APPLY_FAILED
+        }
+    }
+
     /// Whether the error may go away without any user change.
     pub fn is_transient(&self) -> bool {
         matches!(
@@ -146,18 +156,6 @@ fn gvk_of(obj: &Value) -> GroupVersionKind {
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     GroupVersionKind::gvk(group, version, kind)
-}
-
-/// Adjusts a rendered object for server-side apply. An aggregated ClusterRole's `rules` belong
-/// to the apiserver's aggregation controller: applying the release's empty list would take
-/// them over and the two would undo each other forever.
-pub fn prepare(obj: &mut Value) {
-    if obj.get("kind").and_then(Value::as_str) == Some("ClusterRole")
-        && obj.get("aggregationRule").is_some()
-        && let Some(o) = obj.as_object_mut()
-    {
-        o.remove("rules");
-    }
 }
 
 type BoxedApply<'a> =
@@ -453,16 +451,6 @@ mod tests {
         assert!(key_of(&json!({"kind":"Namespace","metadata":{"name":"n"}})).is_err());
         let g = gvk_of(&json!({"apiVersion":"v1","kind":"Namespace"}));
         assert_eq!((g.group.as_str(), g.version.as_str()), ("", "v1"));
-    }
-
-    #[test]
-    fn aggregated_cluster_roles_leave_rules_to_the_aggregator() {
-        let mut agg = json!({"kind": "ClusterRole", "aggregationRule": {"clusterRoleSelectors": []}, "rules": []});
-        prepare(&mut agg);
-        assert!(agg.get("rules").is_none());
-        let mut plain = json!({"kind": "ClusterRole", "rules": [{"verbs": ["get"]}]});
-        prepare(&mut plain);
-        assert!(plain.get("rules").is_some());
     }
 
     #[test]

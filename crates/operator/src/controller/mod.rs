@@ -5,10 +5,15 @@
 
 pub mod apply;
 pub mod conditions;
+#[cfg(test)]
+mod fake_api;
+pub mod install;
 pub mod labels;
 pub mod preflight;
 pub mod readiness;
 pub mod reconcile;
+#[cfg(test)]
+mod scenarios;
 pub mod source;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
@@ -24,7 +29,7 @@ use k8s_openapi::api::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
-    Api, Client,
+    Api, Client, ResourceExt,
     api::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta},
     discovery::Scope,
     runtime::{
@@ -42,12 +47,7 @@ use apply::{Applier, ObjKey};
 
 /// Field manager of everything the operator applies.
 pub const FIELD_MANAGER: &str = "capi-provider-operator";
-/// Label naming the kind of the provider that installed an object.
-pub const OWNER_KIND_LABEL: &str = "management.cluster.x-k8s.io/owner-kind";
-/// Label naming the provider that installed an object.
-pub const OWNER_NAME_LABEL: &str = "management.cluster.x-k8s.io/owner-name";
-/// Label naming the namespace of the provider that installed an object.
-pub const OWNER_NAMESPACE_LABEL: &str = "management.cluster.x-k8s.io/owner-namespace";
+pub use capi_operator_api::{OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL};
 
 /// Kinds watched for drift repair and pruning (`group`, `version`, `kind`). Objects of other
 /// kinds in a release are applied but neither pruned nor repaired.
@@ -285,6 +285,107 @@ fn trigger_stream<P: Provider>(
         .map(|(ns, name)| ObjectRef::<P>::new(&name).within(&ns))
 }
 
+/// A background task: a watch, or a controller.
+type Task = std::pin::Pin<Box<dyn futures::Future<Output = ()> + Send>>;
+
+/// A provider a watched object concerns: its type, namespace and name.
+type Target = (ProviderType, String, String);
+
+/// Routes the objects of a watch to the controllers of the providers `targets` names.
+fn route<K, S>(
+    stream: S,
+    triggers: Triggers,
+    targets: impl Fn(&K) -> Vec<Target> + Send + 'static,
+) -> Task
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+{
+    Box::pin(async move {
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(o) => {
+                    for (t, ns, name) in targets(&o) {
+                        triggers.send(t, &ns, &name);
+                    }
+                }
+                Err(e) => warn!(error = %e, "watch failed; retrying"),
+            }
+        }
+    })
+}
+
+/// The provider that installed an object, from its owner labels.
+fn installer<K: kube::Resource>(o: &K) -> Vec<Target> {
+    o.meta()
+        .labels
+        .as_ref()
+        .and_then(owner_of)
+        .into_iter()
+        .collect()
+}
+
+/// Every cached provider `wanted` selects.
+fn providers_where(ctx: &Ctx, wanted: impl Fn(&AnyProvider) -> bool) -> Vec<Target> {
+    ctx.world
+        .all_providers()
+        .into_iter()
+        .filter(|p| wanted(p))
+        .map(|p| {
+            (
+                p.provider_type,
+                p.namespace().to_string(),
+                p.name().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// One provider kind: the cache of its objects, read by every reconcile, and its controller,
+/// started once the shared context exists.
+struct KindController {
+    provider_type: ProviderType,
+    lister: Lister,
+    start: Box<dyn FnOnce(Arc<Ctx>, Start) -> Task + Send>,
+}
+
+/// What every controller is started with.
+struct Start {
+    triggers: mpsc::UnboundedReceiver<(String, String)>,
+    config: ControllerConfig,
+    stop: tokio::sync::watch::Receiver<bool>,
+}
+
+/// The controller of provider kind `P`, driving the generic reconciler.
+fn kind_controller<P: Provider>(client: &Client, namespace: Option<&str>) -> KindController {
+    let controller = Controller::new(
+        providers_api::<P>(client, namespace),
+        watcher::Config::default().any_semantic(),
+    );
+    let lister = lister(controller.store());
+    let start = move |ctx: Arc<Ctx>, s: Start| -> Task {
+        Box::pin(async move {
+            controller
+                .with_config(s.config)
+                .reconcile_on(trigger_stream::<P>(s.triggers))
+                .graceful_shutdown_on(stopped(s.stop))
+                .run(reconcile::reconcile::<P>, reconcile::error_policy::<P>, ctx)
+                .for_each(|r| async move {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "reconcile failed");
+                    }
+                })
+                .await
+        })
+    };
+    KindController {
+        provider_type: P::TYPE,
+        lister,
+        start: Box::new(start),
+    }
+}
+
 async fn owned_kinds(client: &Client) -> Vec<(ApiResource, bool)> {
     let mut out = Vec::new();
     for (g, v, k) in OWNED_KINDS {
@@ -338,6 +439,95 @@ async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|stop| *stop).await;
 }
 
+/// The seven provider kinds' controllers.
+fn kind_controllers(client: &Client, ns: Option<&str>) -> Vec<KindController> {
+    vec![
+        kind_controller::<CoreProvider>(client, ns),
+        kind_controller::<BootstrapProvider>(client, ns),
+        kind_controller::<ControlPlaneProvider>(client, ns),
+        kind_controller::<InfrastructureProvider>(client, ns),
+        kind_controller::<IPAMProvider>(client, ns),
+        kind_controller::<RuntimeExtensionProvider>(client, ns),
+        kind_controller::<AddonProvider>(client, ns),
+    ]
+}
+
+/// Watches of installed objects: their caches answer drift, pruning and readiness questions,
+/// and each change wakes the provider that installed the object.
+async fn watch_installed(
+    client: &Client,
+    triggers: &Triggers,
+    tasks: &mut Vec<Task>,
+) -> (Vec<OwnedKind>, Store<Deployment>) {
+    let mut owned = Vec::new();
+    for (ar, namespaced) in owned_kinds(client).await {
+        let writer = reflector::store::Writer::new(ar.clone());
+        let store = writer.as_reader();
+        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &ar);
+        let stream = watcher(api, selector())
+            .default_backoff()
+            .reflect(writer)
+            .touched_objects();
+        tasks.push(route(stream, triggers.clone(), installer));
+        owned.push(OwnedKind {
+            resource: ar,
+            namespaced,
+            store,
+        });
+    }
+    let (deployments, writer) = reflector::store();
+    let stream = watcher(Api::<Deployment>::all(client.clone()), selector())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
+    tasks.push(route(stream, triggers.clone(), installer));
+    (owned, deployments)
+}
+
+/// Watches of what providers read: a changed Secret or ConfigMap re-renders the providers that
+/// read it, and any change of the core provider wakes the others (they wait for it).
+fn watch_inputs(ctx: &Arc<Ctx>, triggers: &Triggers, tasks: &mut Vec<Task>) {
+    let wc = watcher::Config::default().any_semantic();
+    let client = &ctx.client;
+    let secrets = watcher(
+        Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+        wc.clone(),
+    );
+    let c = ctx.clone();
+    tasks.push(route(
+        secrets.default_backoff().touched_objects(),
+        triggers.clone(),
+        move |s: &PartialObjectMeta<Secret>| {
+            let (ns, name) = (s.namespace().unwrap_or_default(), s.name_any());
+            providers_where(&c, |p| source::reads_secret(p, &ns, &name))
+        },
+    ));
+    let configmaps = watcher(
+        Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
+        wc.clone(),
+    );
+    let c = ctx.clone();
+    tasks.push(route(
+        configmaps.default_backoff().touched_objects(),
+        triggers.clone(),
+        move |m: &PartialObjectMeta<ConfigMap>| {
+            let (ns, name) = (m.namespace().unwrap_or_default(), m.name_any());
+            let labels = m.metadata.labels.clone().unwrap_or_default();
+            providers_where(&c, |p| source::reads_configmap(p, &ns, &name, &labels))
+        },
+    ));
+    let cores = watcher(
+        providers_api::<CoreProvider>(client, ctx.opts.namespace.as_deref()),
+        wc,
+    );
+    let c = ctx.clone();
+    tasks.push(route(
+        cores.default_backoff().touched_objects(),
+        triggers.clone(),
+        move |_: &CoreProvider| providers_where(&c, |p| p.provider_type != ProviderType::Core),
+    ));
+}
+
 /// Runs the seven controllers until a termination signal (or, with leader election, until the
 /// lease is lost, which is an error: the process exits and a fresh start campaigns again).
 pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
@@ -349,94 +539,13 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
         receivers.insert(t, rx);
     }
     let triggers = Triggers { senders };
-
-    let wc = watcher::Config::default().any_semantic();
-    let ns = opts.namespace.as_deref();
-    let core = Controller::new(providers_api::<CoreProvider>(&client, ns), wc.clone());
-    let bootstrap = Controller::new(providers_api::<BootstrapProvider>(&client, ns), wc.clone());
-    let control_plane = Controller::new(
-        providers_api::<ControlPlaneProvider>(&client, ns),
-        wc.clone(),
-    );
-    let infra = Controller::new(
-        providers_api::<InfrastructureProvider>(&client, ns),
-        wc.clone(),
-    );
-    let ipam = Controller::new(providers_api::<IPAMProvider>(&client, ns), wc.clone());
-    let runtime_ext = Controller::new(
-        providers_api::<RuntimeExtensionProvider>(&client, ns),
-        wc.clone(),
-    );
-    let addon = Controller::new(providers_api::<AddonProvider>(&client, ns), wc.clone());
-
-    let mut providers: BTreeMap<ProviderType, Lister> = BTreeMap::new();
-    providers.insert(ProviderType::Core, lister(core.store()));
-    providers.insert(ProviderType::Bootstrap, lister(bootstrap.store()));
-    providers.insert(ProviderType::ControlPlane, lister(control_plane.store()));
-    providers.insert(ProviderType::Infrastructure, lister(infra.store()));
-    providers.insert(ProviderType::Ipam, lister(ipam.store()));
-    providers.insert(ProviderType::RuntimeExtension, lister(runtime_ext.store()));
-    providers.insert(ProviderType::Addon, lister(addon.store()));
-
-    // Watches of installed objects: their caches answer drift and pruning questions, and each
-    // change wakes the provider that installed the object.
-    let mut owned = Vec::new();
-    let mut tasks: Vec<std::pin::Pin<Box<dyn futures::Future<Output = ()> + Send>>> = Vec::new();
-    for (ar, namespaced) in owned_kinds(&client).await {
-        let writer = reflector::store::Writer::new(ar.clone());
-        let store = writer.as_reader();
-        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &ar);
-        let tr = triggers.clone();
-        let stream = watcher(api, selector())
-            .default_backoff()
-            .reflect(writer)
-            .touched_objects();
-        tasks.push(Box::pin(async move {
-            futures::pin_mut!(stream);
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    Ok(o) => {
-                        if let Some((t, ns, name)) =
-                            owner_of(o.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
-                        {
-                            tr.send(t, &ns, &name);
-                        }
-                    }
-                    Err(e) => warn!(error = %e, "watch of installed objects failed; retrying"),
-                }
-            }
-        }));
-        owned.push(OwnedKind {
-            resource: ar,
-            namespaced,
-            store,
-        });
-    }
-    let (deployments, dwriter) = reflector::store();
-    {
-        let tr = triggers.clone();
-        let stream = watcher(Api::<Deployment>::all(client.clone()), selector())
-            .default_backoff()
-            .reflect(dwriter)
-            .touched_objects();
-        tasks.push(Box::pin(async move {
-            futures::pin_mut!(stream);
-            while let Some(ev) = stream.next().await {
-                if let Ok(d) = ev
-                    && let Some((t, ns, name)) =
-                        owner_of(d.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()))
-                {
-                    tr.send(t, &ns, &name);
-                }
-            }
-        }));
-    }
-
-    let world = World {
-        providers,
-        owned,
-        deployments: deployments.clone(),
-    };
+    let kinds = kind_controllers(&client, opts.namespace.as_deref());
+    let providers = kinds
+        .iter()
+        .map(|k| (k.provider_type, k.lister.clone()))
+        .collect();
+    let mut tasks: Vec<Task> = Vec::new();
+    let (owned, deployments) = watch_installed(&client, &triggers, &mut tasks).await;
     let reporter = Reporter {
         controller: FIELD_MANAGER.into(),
         // The replica's identity, so events tell which replica acted.
@@ -450,190 +559,118 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
         recorder: Recorder::new(client.clone(), reporter),
         applier: Applier::new(client.clone()),
         client: client.clone(),
-        world,
+        world: World {
+            providers,
+            owned,
+            deployments,
+        },
         opts: opts.clone(),
         failures: std::sync::Mutex::new(BTreeMap::new()),
     });
-
-    // Secrets and ConfigMaps providers read: a change re-renders the providers that read them.
-    {
-        let ctx2 = ctx.clone();
-        let tr = triggers.clone();
-        let stream = watcher(
-            Api::<PartialObjectMeta<Secret>>::all(client.clone()),
-            wc.clone(),
-        )
-        .default_backoff()
-        .touched_objects();
-        tasks.push(Box::pin(async move {
-            futures::pin_mut!(stream);
-            while let Some(ev) = stream.next().await {
-                let Ok(s) = ev else { continue };
-                let (ns, name) = (
-                    s.metadata.namespace.clone().unwrap_or_default(),
-                    s.metadata.name.clone().unwrap_or_default(),
-                );
-                for p in ctx2.world.all_providers() {
-                    if source::reads_secret(&p, &ns, &name) {
-                        tr.send(p.provider_type, p.namespace(), p.name());
-                    }
-                }
-            }
-        }));
-    }
-    {
-        let ctx2 = ctx.clone();
-        let tr = triggers.clone();
-        let stream = watcher(
-            Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
-            wc.clone(),
-        )
-        .default_backoff()
-        .touched_objects();
-        tasks.push(Box::pin(async move {
-            futures::pin_mut!(stream);
-            while let Some(ev) = stream.next().await {
-                let Ok(c) = ev else { continue };
-                let (ns, name) = (
-                    c.metadata.namespace.clone().unwrap_or_default(),
-                    c.metadata.name.clone().unwrap_or_default(),
-                );
-                let labels = c.metadata.labels.clone().unwrap_or_default();
-                for p in ctx2.world.all_providers() {
-                    if source::reads_configmap(&p, &ns, &name, &labels) {
-                        tr.send(p.provider_type, p.namespace(), p.name());
-                    }
-                }
-            }
-        }));
-    }
-    // Non-core providers wait for the core provider; any change of it wakes them all.
-    {
-        let ctx2 = ctx.clone();
-        let tr = triggers.clone();
-        let stream = watcher(providers_api::<CoreProvider>(&client, ns), wc.clone())
-            .default_backoff()
-            .touched_objects();
-        tasks.push(Box::pin(async move {
-            futures::pin_mut!(stream);
-            while let Some(ev) = stream.next().await {
-                if ev.is_err() {
-                    continue;
-                }
-                for p in ctx2.world.all_providers() {
-                    if p.provider_type != ProviderType::Core {
-                        tr.send(p.provider_type, p.namespace(), p.name());
-                    }
-                }
-            }
-        }));
-    }
-
+    watch_inputs(&ctx, &triggers, &mut tasks);
     let watchers = tokio::spawn(join_all(tasks));
-    // Reconciling before the caches of installed objects are filled would re-apply everything
-    // and report Ready=False for a moment; wait for them first.
-    let _ = ctx.world.deployments.wait_until_ready().await;
-    for k in &ctx.world.owned {
-        let _ = k.store.wait_until_ready().await;
-    }
-    opts.health
-        .caches_synced
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    info!("caches synced");
-
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut elector = opts
-        .leader_election
-        .clone()
-        .map(|cfg| crate::leader::Elector::new(client.clone(), cfg));
-    if let Some(e) = elector.as_mut() {
-        opts.health
-            .election_running
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        tokio::select! {
-            _ = e.acquire() => {}
-            _ = termination() => {
-                info!("terminated while waiting to lead");
-                watchers.abort();
-                return Ok(());
-            }
-        }
-    } else {
-        opts.health
-            .election_running
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-    let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let supervisor = {
-        let lost = lost.clone();
-        let mut elector = elector.take();
-        tokio::spawn(async move {
-            match elector.as_mut() {
-                Some(e) => {
-                    let held = e.hold(termination()).await;
-                    if held == crate::leader::Held::Lost {
-                        warn!("leadership lost; stopping the controllers");
-                        lost.store(true, std::sync::atomic::Ordering::SeqCst);
-                    }
-                }
-                None => termination().await,
-            }
-            let _ = stop_tx.send(true);
-            elector
-        })
+    wait_for_caches(&ctx).await;
+    let Some(lead) = lead(&client, &opts).await else {
+        watchers.abort();
+        return Ok(());
     };
-
-    let cfg = ControllerConfig::default().concurrency(opts.concurrency);
-    let mut rx = receivers;
-    macro_rules! drive {
-        ($c:expr, $ty:ty, $t:expr) => {{
-            let rx = rx.remove(&$t).ok_or_else(|| anyhow::anyhow!("no trigger channel"))?;
-            let ctx = ctx.clone();
-            let cfg = cfg.clone();
-            let stop = stopped(stop_rx.clone());
-            Box::pin(async move {
-                $c.with_config(cfg)
-                    .reconcile_on(trigger_stream::<$ty>(rx))
-                    .graceful_shutdown_on(stop)
-                    .run(reconcile::reconcile::<$ty>, reconcile::error_policy::<$ty>, ctx)
-                    .for_each(|r| async move {
-                        if let Err(e) = r {
-                            tracing::debug!(error = %e, "reconcile failed");
-                        }
-                    })
-                    .await
-            }) as std::pin::Pin<Box<dyn futures::Future<Output = ()> + Send>>
-        }};
+    let config = ControllerConfig::default().concurrency(opts.concurrency);
+    let mut controllers = Vec::new();
+    for k in kinds {
+        let rx = receivers
+            .remove(&k.provider_type)
+            .ok_or_else(|| anyhow::anyhow!("no trigger channel"))?;
+        let start = Start {
+            triggers: rx,
+            config: config.clone(),
+            stop: lead.stop.clone(),
+        };
+        controllers.push((k.start)(ctx.clone(), start));
     }
-    let controllers = vec![
-        drive!(core, CoreProvider, ProviderType::Core),
-        drive!(bootstrap, BootstrapProvider, ProviderType::Bootstrap),
-        drive!(
-            control_plane,
-            ControlPlaneProvider,
-            ProviderType::ControlPlane
-        ),
-        drive!(infra, InfrastructureProvider, ProviderType::Infrastructure),
-        drive!(ipam, IPAMProvider, ProviderType::Ipam),
-        drive!(
-            runtime_ext,
-            RuntimeExtensionProvider,
-            ProviderType::RuntimeExtension
-        ),
-        drive!(addon, AddonProvider, ProviderType::Addon),
-    ];
     info!("controllers starting");
     join_all(controllers).await;
     watchers.abort();
     info!("controllers stopped");
-    let elector = supervisor.await.ok().flatten();
-    if lost.load(std::sync::atomic::Ordering::SeqCst) {
-        anyhow::bail!("leadership lost");
+    lead.finish().await
+}
+
+/// Reconciling before the caches of installed objects are filled would re-apply everything
+/// and report Ready=False for a moment; wait for them first.
+async fn wait_for_caches(ctx: &Ctx) {
+    let _ = ctx.world.deployments.wait_until_ready().await;
+    for k in &ctx.world.owned {
+        let _ = k.store.wait_until_ready().await;
     }
-    if let Some(mut e) = elector {
-        e.release().await;
+    ctx.opts
+        .health
+        .caches_synced
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    info!("caches synced");
+}
+
+/// Leadership (or, without leader election, the process's lifetime): `stop` turns true when
+/// it ends.
+struct Lead {
+    stop: tokio::sync::watch::Receiver<bool>,
+    lost: Arc<std::sync::atomic::AtomicBool>,
+    supervisor: tokio::task::JoinHandle<Option<crate::leader::Elector>>,
+}
+
+impl Lead {
+    /// After the controllers stopped: an error if leadership was lost, else the lease is
+    /// released for a quick handover.
+    async fn finish(self) -> anyhow::Result<()> {
+        let elector = self.supervisor.await.ok().flatten();
+        if self.lost.load(std::sync::atomic::Ordering::SeqCst) {
+            anyhow::bail!("leadership lost");
+        }
+        if let Some(mut e) = elector {
+            e.release().await;
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// Becomes the leader (when leader election is on) and supervises leadership until a
+/// termination signal or its loss. `None` when terminated while waiting to lead.
+async fn lead(client: &Client, opts: &Options) -> Option<Lead> {
+    let mut elector = opts
+        .leader_election
+        .clone()
+        .map(|cfg| crate::leader::Elector::new(client.clone(), cfg));
+    opts.health
+        .election_running
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    if let Some(e) = elector.as_mut() {
+        tokio::select! {
+            _ = e.acquire() => {}
+            _ = termination() => {
+                info!("terminated while waiting to lead");
+                return None;
+            }
+        }
+    }
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = lost.clone();
+    let supervisor = tokio::spawn(async move {
+        match elector.as_mut() {
+            Some(e) => {
+                if e.hold(termination()).await == crate::leader::Held::Lost {
+                    warn!("leadership lost; stopping the controllers");
+                    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+            None => termination().await,
+        }
+        let _ = stop_tx.send(true);
+        elector
+    });
+    Some(Lead {
+        stop,
+        lost,
+        supervisor,
+    })
 }
 
 /// Key of a provider for bookkeeping maps.

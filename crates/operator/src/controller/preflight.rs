@@ -8,22 +8,7 @@ use capi_operator_api::{
 };
 
 /// Condition reasons of failed preflight checks.
-pub mod reason {
-    /// A second CoreProvider exists in the cluster.
-    pub const MORE_THAN_ONE_CORE: &str = "MoreThanOneCoreProvider";
-    /// A provider of the same kind and name exists in another namespace.
-    pub const DUPLICATE_NAME: &str = "DuplicateProviderName";
-    /// spec.version is not a semantic version.
-    pub const INCORRECT_VERSION: &str = "IncorrectVersionFormat";
-    /// The provider is not in the default list and has no fetchConfig.
-    pub const UNKNOWN_PROVIDER: &str = "UnknownProvider";
-    /// The core provider is missing or not Ready.
-    pub const WAITING_FOR_CORE: &str = "WaitingForCoreProviderReady";
-    /// The release's contract differs from the core provider's.
-    pub const CONTRACT_MISMATCH: &str = "ContractMismatch";
-    /// A minor or major downgrade was asked for.
-    pub const DOWNGRADE: &str = "UnsupportedProviderDowngrade";
-}
+pub use capi_operator_api::conditions::reason;
 
 /// A failed check: condition reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]

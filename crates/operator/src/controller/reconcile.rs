@@ -6,35 +6,16 @@
 //! and wait for a change, with only a slow periodic retry; transient ones (network, 5xx, API
 //! conflicts) are returned as errors and retried with exponential backoff.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    sync::Arc,
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
-use capi_components::{
-    metadata::Metadata,
-    pipeline::PipelineError,
-    render::{self, RenderError},
-    source::{SourceError, fetch_release},
-};
+use capi_components::{render::RenderError, source::SourceError};
 use capi_operator_api::{
-    AnyProvider, FINALIZER, MANAGED_BY_ANNOTATION, ORIGINAL_REPLICAS_ANNOTATION, Provider,
-    ProviderStatus, ProviderType,
-    conditions::{
-        CONTRACT_VERIFIED, DELETING, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED,
-        PROVIDER_UPGRADED, READY,
-    },
+    AnyProvider, FINALIZER, MANAGED_BY_ANNOTATION, Provider, ProviderStatus, ProviderType,
+    conditions::{DELETING, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, READY},
 };
-use k8s_openapi::{
-    api::{
-        apps::v1::Deployment,
-        core::v1::{ConfigMap, Pod, Secret},
-    },
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
-    Api, ResourceExt,
+    Api,
     api::{
         ApiResource, DynamicObject, GroupVersionKind, ListParams, PartialObjectMeta, Patch,
         PatchParams,
@@ -44,85 +25,18 @@ use kube::{
         events::{Event, EventType},
     },
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::{
-    Ctx, FIELD_MANAGER, OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL,
-    apply::{ApplyError, key_of},
+    Ctx, FIELD_MANAGER,
+    apply::ApplyError,
     conditions::{self, Desired},
-    preflight::{self, Failure},
-    provider_key,
-    source::{self, Chosen, ReleaseCache},
+    install, provider_key,
 };
 
-/// Condition reasons beyond the preflight ones.
-pub mod reason {
-    /// Preflight checks passed.
-    pub const PASSED: &str = "PreflightChecksPassed";
-    /// fetchConfig cannot be used.
-    pub const INVALID_FETCH_CONFIG: &str = "InvalidFetchConfig";
-    /// The release could not be fetched (version or file missing, access refused).
-    pub const FETCH_FAILED: &str = "ComponentsFetchError";
-    /// The source is temporarily unreachable; retried with backoff.
-    pub const SOURCE_UNAVAILABLE: &str = "SourceUnavailable";
-    /// metadata.yaml is unusable for the version.
-    pub const INVALID_METADATA: &str = "InvalidMetadata";
-    /// The referenced Secret does not exist.
-    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
-    /// The referenced additionalManifests ConfigMap does not exist or is unusable.
-    pub const ADDITIONAL_MANIFESTS: &str = "AdditionalManifestsError";
-    /// Variables the release needs are missing.
-    pub const MISSING_VARIABLES: &str = "MissingVariables";
-    /// The release could not be rendered (YAML, patches, customization).
-    pub const RENDER_FAILED: &str = "ComponentsRenderError";
-    /// spec.patches or spec.manifestPatches is malformed or does not apply.
-    pub const INVALID_PATCHES: &str = "InvalidPatches";
-    /// The apiserver refused an object, or a kind the release needs is not served.
-    pub const APPLY_FAILED: &str = "ApplyFailed";
-    /// Applying is being retried after a temporary failure.
-    pub const APPLY_RETRYING: &str = "ApplyRetrying";
-    /// Components installed.
-    pub const INSTALLED: &str = "Installed";
-    /// The release passes the provider contract checks.
-    pub const CONTRACT_OK: &str = "ContractChecksPassed";
-    /// The release deviates from the provider contracts (see the message).
-    pub const CONTRACT_FINDINGS: &str = "ContractFindings";
-    /// The release holds objects granting broad powers (an event, not a condition).
-    pub const PRIVILEGED_OBJECTS: &str = "PrivilegedObjects";
-    /// Deletion waits for other providers or custom resources.
-    pub const DELETION_BLOCKED: &str = "DeletionBlocked";
-    /// Components are being removed.
-    pub const DELETING: &str = "Deleting";
-    /// The installed version changed.
-    pub const UPGRADED: &str = "Upgraded";
-    /// A contract-changing upgrade of the core provider while some provider runs.
-    pub const CONTRACT_CHANGE_NEEDS_PAUSE: &str = "ContractChangeRequiresPause";
-    /// The provider is paused.
-    pub const PAUSED: &str = "Paused";
-    /// The provider is not paused (any more).
-    pub const NOT_PAUSED: &str = "NotPaused";
-    /// Unpausing is refused while contracts disagree.
-    pub const UNPAUSE_REFUSED: &str = "UnpauseRefused";
-    /// Every Deployment of the provider is available.
-    pub const AVAILABLE: &str = "DeploymentsAvailable";
-    /// Some Deployment is not available yet.
-    pub const NOT_AVAILABLE: &str = "DeploymentsNotAvailable";
-    /// The release has no Deployment to watch.
-    pub const NO_DEPLOYMENT: &str = "NoDeployment";
-    /// A manager container of the provider keeps exiting (Ready False; the message holds the
-    /// pod, container, restart count and the end of its log).
-    pub const MANAGER_CRASH_LOOPING: &str = "ManagerCrashLooping";
-    /// A manager image cannot be pulled (Ready False).
-    pub const MANAGER_IMAGE_UNAVAILABLE: &str = "ManagerImageUnavailable";
-    /// Every spec.manager setting reached a flag of the manager (ManagerConfigured True).
-    pub const MANAGER_SETTINGS_APPLIED: &str = "ManagerSettingsApplied";
-    /// Some spec.manager settings have no effect on the provider's manager.
-    pub const MANAGER_SETTINGS_IGNORED: &str = "ManagerSettingsIgnored";
-    /// A flag or feature gate given explicitly is unknown to the manager's binary, which
-    /// would refuse to start.
-    pub const MANAGER_FLAGS_REJECTED: &str = "ManagerFlagsRejected";
-}
+/// The condition and event reasons, kept with the condition types in the API crate.
+pub use capi_operator_api::conditions::reason;
 
 /// Ready reasons that a look at the pods may change without any watched object changing.
 const UNREADY_RECHECKED: &[&str] = &[
@@ -156,48 +70,83 @@ pub enum Error {
 
 /// A configuration problem: which condition it goes on, its reason and message.
 #[derive(Debug)]
-struct Problem {
-    condition: &'static str,
-    reason: &'static str,
-    message: String,
+pub struct Problem {
+    /// The condition that turns False.
+    pub condition: &'static str,
+    /// Its reason (also the event's reason and the metric label).
+    pub reason: &'static str,
+    /// Its message.
+    pub message: String,
 }
 
-enum Step {
+/// How a reconcile of an existing provider ends.
+pub enum Outcome {
     /// Installed; the status is up to date.
     Done,
     /// spec.version was written; the update brings the next reconcile.
     VersionWritten,
-    /// A configuration problem.
+    /// A configuration problem: shown on a condition, retried slowly or on a change.
     Problem(Problem),
     /// A temporary failure, shown on a condition and retried with backoff.
     Transient(Error, Problem),
 }
 
-fn problem(condition: &'static str, reason: &'static str, message: impl Into<String>) -> Step {
-    Step::Problem(Problem {
+/// A configuration problem on `condition`.
+pub fn problem(
+    condition: &'static str,
+    reason: &'static str,
+    message: impl Into<String>,
+) -> Outcome {
+    Outcome::Problem(Problem {
         condition,
         reason,
         message: message.into(),
     })
 }
 
-fn preflight_failed(f: Failure) -> Step {
-    problem(PREFLIGHT_CHECK_PASSED, f.reason, f.message)
-}
-
-fn source_failed(condition: &'static str, e: SourceError) -> Step {
-    if e.is_transient() {
-        let message = e.to_string();
-        Step::Transient(
-            Error::Source(e),
+impl Outcome {
+    /// A temporary failure, retried with backoff.
+    pub fn transient(
+        error: Error,
+        condition: &'static str,
+        reason: &'static str,
+        message: String,
+    ) -> Outcome {
+        Outcome::Transient(
+            error,
             Problem {
                 condition,
-                reason: reason::SOURCE_UNAVAILABLE,
+                reason,
                 message,
             },
         )
-    } else {
-        problem(condition, reason::FETCH_FAILED, e.to_string())
+    }
+
+    /// A release source's failure, on `condition`.
+    pub fn from_source(condition: &'static str, e: SourceError) -> Outcome {
+        let reason = e.reason();
+        if e.is_transient() {
+            let message = e.to_string();
+            Outcome::transient(Error::Source(e), condition, reason, message)
+        } else {
+            problem(condition, reason, e.to_string())
+        }
+    }
+
+    /// A render failure: always a configuration problem of the installation.
+    pub fn from_render(e: RenderError) -> Outcome {
+        problem(PROVIDER_INSTALLED, e.reason(), e.to_string())
+    }
+
+    /// An apply failure of the installation.
+    pub fn from_apply(e: ApplyError) -> Outcome {
+        let reason = e.reason();
+        if e.is_transient() {
+            let message = e.to_string();
+            Outcome::transient(Error::Apply(e), PROVIDER_INSTALLED, reason, message)
+        } else {
+            problem(PROVIDER_INSTALLED, reason, e.to_string())
+        }
     }
 }
 
@@ -207,9 +156,17 @@ const WAIT_FOR_CORE_RECHECK: Duration = Duration::from_secs(5);
 /// Reconciles one provider object, recording the reconcile in the metrics.
 pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
-    let kind = AnyProvider::from(obj.as_ref()).provider_type.kind();
+    let p = AnyProvider::from(obj.as_ref());
+    let kind = p.provider_type.kind();
+    // Every log line of this reconcile, its phases' included, names the provider.
+    let span = tracing::info_span!(
+        "reconcile",
+        kind,
+        namespace = p.namespace(),
+        name = p.name()
+    );
     let result = match futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
-        reconcile_once(obj, ctx.clone()),
+        tracing::Instrument::instrument(reconcile_once(obj, p, ctx.clone()), span),
     ))
     .await
     {
@@ -230,8 +187,11 @@ pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action
     result
 }
 
-async fn reconcile_once<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let p = AnyProvider::from(obj.as_ref());
+async fn reconcile_once<P: Provider>(
+    obj: Arc<P>,
+    p: AnyProvider,
+    ctx: Arc<Ctx>,
+) -> Result<Action, Error> {
     if p.metadata
         .annotations
         .as_ref()
@@ -244,85 +204,57 @@ async fn reconcile_once<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Actio
     if p.metadata.deletion_timestamp.is_some() {
         return delete(obj.as_ref(), &p, &api, &ctx).await;
     }
-    if !p
-        .metadata
+    if !has_finalizer(&p) {
+        add_finalizer(&api, &p).await?;
+        return Ok(Action::await_change());
+    }
+    install_and_report(obj.as_ref(), &p, &ctx, &api).await
+}
+
+fn has_finalizer(p: &AnyProvider) -> bool {
+    p.metadata
         .finalizers
         .iter()
         .flatten()
         .any(|f| f == FINALIZER)
-    {
-        let mut finalizers = p.metadata.finalizers.clone().unwrap_or_default();
-        finalizers.push(FINALIZER.to_string());
-        // The resourceVersion makes this a compare-and-swap: a concurrent finalizer change
-        // gives a conflict and a retry rather than a lost entry.
-        let patch = json!({"metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": p.metadata.resource_version,
-        }});
-        api.patch(p.name(), &merge_params(), &Patch::Merge(&patch))
-            .await?;
-        return Ok(Action::await_change());
-    }
+}
 
+async fn add_finalizer<P: Provider>(api: &Api<P>, p: &AnyProvider) -> Result<(), kube::Error> {
+    let mut finalizers = p.metadata.finalizers.clone().unwrap_or_default();
+    finalizers.push(FINALIZER.to_string());
+    // The resourceVersion makes this a compare-and-swap: a concurrent finalizer change gives
+    // a conflict and a retry rather than a lost entry.
+    let patch = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": p.metadata.resource_version,
+    }});
+    api.patch(p.name(), &merge_params(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// Runs the install phases, then writes the status once from their outcome.
+async fn install_and_report<P: Provider>(
+    obj: &P,
+    p: &AnyProvider,
+    ctx: &Ctx,
+    api: &Api<P>,
+) -> Result<Action, Error> {
     let old = p.status.clone().unwrap_or_default();
     let mut status = old.clone();
-    let generation = p.metadata.generation;
-    let step = install(obj.as_ref(), &p, &ctx, &api, &mut status).await;
-    let (action, err) = match step {
-        Step::Done => {
-            if let Ok(mut f) = ctx.failures.lock() {
-                f.remove(&provider_key(&p));
-            }
-            // A refused unpause depends on other providers' upgrades; look again soon.
-            let refused = status
-                .condition(PAUSED)
-                .is_some_and(|c| c.reason == reason::UNPAUSE_REFUSED);
-            let unready = status.condition(READY).is_some_and(|c| {
-                c.status != "True" && UNREADY_RECHECKED.contains(&c.reason.as_str())
-            });
-            let after = if unready {
-                READINESS_RECHECK.min(ctx.opts.resync)
-            } else if refused {
-                ctx.opts.config_retry
-            } else {
-                ctx.opts.resync
-            };
-            (Action::requeue(after), None)
-        }
-        Step::VersionWritten => return Ok(Action::await_change()),
-        Step::Problem(pb) => {
-            warn!(provider = %provider_key(&p), reason = pb.reason, message = %pb.message, "configuration problem");
-            ctx.opts.metrics.failed(p.provider_type.kind(), pb.reason);
-            conditions::set(
-                &mut status.conditions,
-                &Desired::failed(pb.condition, pb.reason, pb.message),
-                generation,
-            );
-            if pb.condition == PREFLIGHT_CHECK_PASSED {
-                mark_not_installed_unless_installed(&mut status, generation);
-            }
-            // Waiting for the core provider is not a configuration problem. A change of the
-            // core provider wakes this one at once, but that event can arrive before the cache
-            // this check reads has seen it; a short re-check closes that gap.
-            let after = if pb.reason == super::preflight::reason::WAITING_FOR_CORE {
-                ctx.opts.config_retry.min(WAIT_FOR_CORE_RECHECK)
-            } else {
-                ctx.opts.config_retry
-            };
-            (Action::requeue(after), None)
-        }
-        Step::Transient(e, pb) => {
-            warn!(provider = %provider_key(&p), error = %e, "temporary failure; retrying with backoff");
-            ctx.opts.metrics.failed(p.provider_type.kind(), pb.reason);
-            conditions::set(
-                &mut status.conditions,
-                &Desired::failed(pb.condition, pb.reason, pb.message),
-                generation,
-            );
-            (Action::await_change(), Some(e))
-        }
-    };
-    status.observed_generation = generation;
+    let outcome = install::install(&mut install::State {
+        obj,
+        p,
+        ctx,
+        api,
+        status: &mut status,
+    })
+    .await;
+    if let Outcome::VersionWritten = outcome {
+        return Ok(Action::await_change());
+    }
+    let (action, err) = settle(outcome, &mut status, p, ctx);
+    status.observed_generation = p.metadata.generation;
     ctx.opts.metrics.provider(
         p.provider_type.kind(),
         p.namespace(),
@@ -333,13 +265,77 @@ async fn reconcile_once<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Actio
             paused: p.spec.paused,
         },
     );
-    publish_transitions(obj.as_ref(), &ctx, &old, &status).await;
+    publish_transitions(obj, ctx, &old, &status).await;
     if status != old {
-        write_status(&api, &p, &status).await?;
+        write_status(api, p, &status).await?;
     }
     match err {
         Some(e) => Err(e),
         None => Ok(action),
+    }
+}
+
+/// Puts an outcome on the status and chooses when to look again (a transient failure is
+/// returned, for the back-off of [`error_policy`]).
+fn settle(
+    outcome: Outcome,
+    status: &mut ProviderStatus,
+    p: &AnyProvider,
+    ctx: &Ctx,
+) -> (Action, Option<Error>) {
+    let generation = p.metadata.generation;
+    let pb = match outcome {
+        Outcome::Done | Outcome::VersionWritten => {
+            if let Ok(mut f) = ctx.failures.lock() {
+                f.remove(&provider_key(p));
+            }
+            return (Action::requeue(healthy_requeue(status, &ctx.opts)), None);
+        }
+        Outcome::Problem(pb) => {
+            warn!(provider = %provider_key(p), reason = pb.reason, message = %pb.message, "configuration problem");
+            pb
+        }
+        Outcome::Transient(e, pb) => {
+            warn!(provider = %provider_key(p), error = %e, "temporary failure; retrying with backoff");
+            ctx.opts.metrics.failed(p.provider_type.kind(), pb.reason);
+            let failed = Desired::failed(pb.condition, pb.reason, pb.message);
+            conditions::set(&mut status.conditions, &failed, generation);
+            return (Action::await_change(), Some(e));
+        }
+    };
+    ctx.opts.metrics.failed(p.provider_type.kind(), pb.reason);
+    if pb.condition == PREFLIGHT_CHECK_PASSED {
+        mark_not_installed_unless_installed(status, generation);
+    }
+    // Waiting for the core provider is not a configuration problem. A change of the core
+    // provider wakes this one at once, but that event can arrive before the cache this check
+    // reads has seen it; a short re-check closes that gap.
+    let after = if pb.reason == reason::WAITING_FOR_CORE {
+        ctx.opts.config_retry.min(WAIT_FOR_CORE_RECHECK)
+    } else {
+        ctx.opts.config_retry
+    };
+    let failed = Desired::failed(pb.condition, pb.reason, pb.message);
+    conditions::set(&mut status.conditions, &failed, generation);
+    (Action::requeue(after), None)
+}
+
+/// When an installed provider is looked at again: soon while its pods may change its
+/// readiness, at the configuration retry while an unpause is refused (it depends on other
+/// providers' upgrades), at the resync otherwise.
+fn healthy_requeue(status: &ProviderStatus, opts: &super::Options) -> Duration {
+    let refused = status
+        .condition(PAUSED)
+        .is_some_and(|c| c.reason == reason::UNPAUSE_REFUSED);
+    let unready = status
+        .condition(READY)
+        .is_some_and(|c| c.status != "True" && UNREADY_RECHECKED.contains(&c.reason.as_str()));
+    if unready {
+        READINESS_RECHECK.min(opts.resync)
+    } else if refused {
+        opts.config_retry
+    } else {
+        opts.resync
     }
 }
 
@@ -351,7 +347,7 @@ fn mark_not_installed_unless_installed(status: &mut ProviderStatus, generation: 
             &mut status.conditions,
             &Desired::failed(
                 PROVIDER_INSTALLED,
-                "PreflightCheckFailed",
+                reason::PREFLIGHT_CHECK_FAILED,
                 "waiting for the preflight checks to pass",
             ),
             generation,
@@ -415,7 +411,8 @@ pub fn error_policy<P: Provider>(obj: Arc<P>, err: &Error, ctx: Arc<Ctx>) -> Act
     Action::requeue(delay)
 }
 
-fn merge_params() -> PatchParams {
+/// Merge-patch parameters under the operator's field manager.
+pub fn merge_params() -> PatchParams {
     PatchParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PatchParams::default()
@@ -441,7 +438,8 @@ async fn write_status<P: Provider>(
     Ok(())
 }
 
-async fn publish<P: Provider>(obj: &P, ctx: &Ctx, ok: bool, reason: &str, note: String) {
+/// Publishes an event on the provider object (failures are only logged).
+pub async fn publish<P: Provider>(obj: &P, ctx: &Ctx, ok: bool, reason: &str, note: String) {
     let ev = Event {
         type_: if ok {
             EventType::Normal
@@ -477,603 +475,6 @@ async fn publish_transitions<P: Provider>(
             c.message.clone()
         };
         publish(obj, ctx, c.status == "True", &c.reason, note).await;
-    }
-}
-
-async fn read_variables(ctx: &Ctx, p: &AnyProvider) -> Result<BTreeMap<String, String>, Step> {
-    let Some(name) = p.spec.secret_name.as_deref().filter(|s| !s.is_empty()) else {
-        return Ok(BTreeMap::new());
-    };
-    let ns = p.spec.secret_namespace.as_deref().unwrap_or(p.namespace());
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-    let secret = match api.get_opt(name).await {
-        Ok(Some(s)) => s,
-        Ok(None) => {
-            return Err(problem(
-                PROVIDER_INSTALLED,
-                reason::SECRET_NOT_FOUND,
-                format!("Secret {ns}/{name} (spec.configSecret) does not exist"),
-            ));
-        }
-        Err(e) => {
-            let message = format!("reading Secret {ns}/{name}: {e}");
-            return Err(Step::Transient(
-                Error::Kube(e),
-                Problem {
-                    condition: PROVIDER_INSTALLED,
-                    reason: reason::SECRET_NOT_FOUND,
-                    message,
-                },
-            ));
-        }
-    };
-    let mut vars = BTreeMap::new();
-    for (k, v) in secret.data.unwrap_or_default() {
-        // Values are never logged; a non-UTF-8 value cannot be substituted into YAML anyway.
-        if let Ok(s) = String::from_utf8(v.0) {
-            vars.insert(k, s);
-        }
-    }
-    for (k, v) in secret.string_data.unwrap_or_default() {
-        vars.insert(k, v);
-    }
-    Ok(vars)
-}
-
-async fn read_additional_manifests(ctx: &Ctx, p: &AnyProvider) -> Result<Option<String>, Step> {
-    let Some(r) = p.spec.additional_manifests.as_ref() else {
-        return Ok(None);
-    };
-    let ns = r.namespace.as_deref().unwrap_or(p.namespace());
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
-    match api.get_opt(&r.name).await {
-        Ok(Some(cm)) => match cm.data.and_then(|mut d| d.remove("manifests")) {
-            Some(text) => Ok(Some(text)),
-            None => Err(problem(
-                PROVIDER_INSTALLED,
-                reason::ADDITIONAL_MANIFESTS,
-                format!("ConfigMap {ns}/{} has no key \"manifests\"", r.name),
-            )),
-        },
-        Ok(None) => Err(problem(
-            PROVIDER_INSTALLED,
-            reason::ADDITIONAL_MANIFESTS,
-            format!(
-                "ConfigMap {ns}/{} (spec.additionalManifests) does not exist",
-                r.name
-            ),
-        )),
-        Err(e) => {
-            let message = format!("reading ConfigMap {ns}/{}: {e}", r.name);
-            Err(Step::Transient(
-                Error::Kube(e),
-                Problem {
-                    condition: PROVIDER_INSTALLED,
-                    reason: reason::ADDITIONAL_MANIFESTS,
-                    message,
-                },
-            ))
-        }
-    }
-}
-
-fn render_problem(e: RenderError) -> Step {
-    let text = e.to_string();
-    let reason = match &e {
-        RenderError::Pipeline(PipelineError::Substitution(m))
-            if m.contains("value for variables") || m.contains("missing variable") =>
-        {
-            reason::MISSING_VARIABLES
-        }
-        RenderError::Metadata(_) => reason::INVALID_METADATA,
-        RenderError::Patch(_) => reason::INVALID_PATCHES,
-        RenderError::AdditionalManifests(_) => reason::ADDITIONAL_MANIFESTS,
-        _ => reason::RENDER_FAILED,
-    };
-    problem(PROVIDER_INSTALLED, reason, text)
-}
-
-fn apply_failed(e: ApplyError) -> Step {
-    if e.is_transient() {
-        let message = e.to_string();
-        Step::Transient(
-            Error::Apply(e),
-            Problem {
-                condition: PROVIDER_INSTALLED,
-                reason: reason::APPLY_RETRYING,
-                message,
-            },
-        )
-    } else {
-        problem(PROVIDER_INSTALLED, reason::APPLY_FAILED, e.to_string())
-    }
-}
-
-/// Labels every rendered object with the provider that installs it, so the caches can find
-/// all of a provider's objects for drift repair, pruning and deletion.
-pub fn label_owned(objects: &mut [Value], p: &AnyProvider) {
-    for o in objects.iter_mut() {
-        let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) else {
-            continue;
-        };
-        let labels = meta
-            .entry("labels")
-            .or_insert_with(|| Value::Object(Default::default()));
-        if let Some(l) = labels.as_object_mut() {
-            l.insert(OWNER_KIND_LABEL.into(), p.provider_type.kind().into());
-            l.insert(OWNER_NAME_LABEL.into(), p.name().into());
-            l.insert(OWNER_NAMESPACE_LABEL.into(), p.namespace().into());
-        }
-    }
-}
-
-async fn fetch(
-    ctx: &Ctx,
-    p: &AnyProvider,
-    chosen: &Chosen,
-    version: &str,
-) -> Result<source::Release, SourceError> {
-    let timed = || async {
-        let started = std::time::Instant::now();
-        let r = fetch_release(&chosen.source, Some(version), &chosen.components_file).await;
-        ctx.opts
-            .metrics
-            .fetched(chosen.source.kind(), r.is_ok(), started.elapsed());
-        r
-    };
-    let Some(key) = chosen.cache_key.as_deref() else {
-        return timed().await;
-    };
-    let cache = ReleaseCache::new(ctx.client.clone(), p.namespace());
-    if let Some(r) = cache.get(p, version, key).await? {
-        return Ok(r);
-    }
-    let release = timed().await?;
-    info!(provider = %provider_key(p), version, "release fetched");
-    if let Err(e) = cache.put(p, &release, key).await {
-        // The cache only saves a future fetch; failing to write it is not fatal.
-        warn!(provider = %provider_key(p), error = %e, "release not cached");
-    }
-    Ok(release)
-}
-
-async fn install<P: Provider>(
-    obj: &P,
-    p: &AnyProvider,
-    ctx: &Ctx,
-    api: &Api<P>,
-    status: &mut ProviderStatus,
-) -> Step {
-    let generation = p.metadata.generation;
-    let same_kind = ctx.world.providers(p.provider_type);
-    let cores = ctx.world.providers(ProviderType::Core);
-    if let Err(f) = preflight::check_objects(p, &same_kind, &cores) {
-        return preflight_failed(f);
-    }
-    let core = if p.provider_type == ProviderType::Core {
-        None
-    } else {
-        match preflight::ready_core(&cores) {
-            Ok(c) => Some(c.clone()),
-            Err(f) => return preflight_failed(f),
-        }
-    };
-    let vars = match read_variables(ctx, p).await {
-        Ok(v) => v,
-        Err(step) => return step,
-    };
-    let chosen = match source::choose(ctx, p, &vars) {
-        Ok(c) => c,
-        Err(message) => {
-            return problem(
-                PREFLIGHT_CHECK_PASSED,
-                reason::INVALID_FETCH_CONFIG,
-                message,
-            );
-        }
-    };
-
-    let version = match p.spec.version.as_deref().filter(|v| !v.is_empty()) {
-        Some(v) => v.to_string(),
-        None => {
-            let resolved = match chosen.url_version.clone() {
-                Some(v) => v,
-                None => match fetch_release(&chosen.source, None, &chosen.components_file).await {
-                    Ok(r) => {
-                        if let Some(key) = chosen.cache_key.as_deref()
-                            && let Err(e) = ReleaseCache::new(ctx.client.clone(), p.namespace())
-                                .put(p, &r, key)
-                                .await
-                        {
-                            warn!(error = %e, "release not cached");
-                        }
-                        r.version
-                    }
-                    Err(e) => return source_failed(PREFLIGHT_CHECK_PASSED, e),
-                },
-            };
-            let patch = json!({"spec": {"version": resolved}});
-            return match api
-                .patch(p.name(), &merge_params(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => {
-                    info!(provider = %provider_key(p), version = %resolved, "resolved the latest release into spec.version");
-                    publish(
-                        obj,
-                        ctx,
-                        true,
-                        "VersionResolved",
-                        format!("spec.version set to {resolved}, the latest release"),
-                    )
-                    .await;
-                    Step::VersionWritten
-                }
-                Err(e) => Step::Transient(
-                    Error::Kube(e),
-                    Problem {
-                        condition: PREFLIGHT_CHECK_PASSED,
-                        reason: reason::SOURCE_UNAVAILABLE,
-                        message: "writing the resolved version into spec.version failed".into(),
-                    },
-                ),
-            };
-        }
-    };
-    if let Err(f) = preflight::check_downgrade(status.installed_version.as_deref(), &version) {
-        return preflight_failed(f);
-    }
-
-    let release = match fetch(ctx, p, &chosen, &version).await {
-        Ok(r) => r,
-        Err(e) => return source_failed(PROVIDER_INSTALLED, e),
-    };
-    let contract = match Metadata::parse(&release.metadata)
-        .map_err(|e| format!("release {version}: {e}"))
-        .and_then(|m| {
-            m.contract_for(&version)
-                .map(str::to_string)
-                .map_err(|e| e.to_string())
-        }) {
-        Ok(c) => c,
-        Err(message) => return problem(PREFLIGHT_CHECK_PASSED, reason::INVALID_METADATA, message),
-    };
-    if let Some(core) = &core
-        && let Err(f) = preflight::check_contract(core, &contract)
-    {
-        return preflight_failed(f);
-    }
-    let all = ctx.world.all_providers();
-    if p.provider_type == ProviderType::Core
-        && let Some(old) = status.contract.as_deref()
-        && old != contract
-        && status.installed_version.as_deref() != Some(version.as_str())
-    {
-        let running: Vec<String> = all
-            .iter()
-            .filter(|q| !q.spec.paused)
-            .map(|q| format!("{} {}/{}", q.provider_type.kind(), q.namespace(), q.name()))
-            .collect();
-        if !running.is_empty() {
-            return problem(
-                PREFLIGHT_CHECK_PASSED,
-                reason::CONTRACT_CHANGE_NEEDS_PAUSE,
-                format!(
-                    "{version} changes the contract from {old} to {contract}; pause every provider first (spec.paused: true); not paused: {}",
-                    running.join(", ")
-                ),
-            );
-        }
-    }
-    conditions::set(
-        &mut status.conditions,
-        &Desired::ok(PREFLIGHT_CHECK_PASSED, reason::PASSED, ""),
-        generation,
-    );
-
-    // Pause: requested, or kept because unpausing now would run providers of different
-    // contracts side by side.
-    let was_paused = ctx.world.deployments_of(p).iter().any(|d| {
-        d.metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(ORIGINAL_REPLICAS_ANNOTATION))
-    });
-    let core_contract = if p.provider_type == ProviderType::Core {
-        Some(contract.clone())
-    } else {
-        core.as_ref()
-            .and_then(|c| c.status.as_ref())
-            .and_then(|s| s.contract.clone())
-    };
-    let disagreeing: Vec<String> = all
-        .iter()
-        .filter(|q| {
-            !(q.provider_type == p.provider_type
-                && q.namespace() == p.namespace()
-                && q.name() == p.name())
-        })
-        .filter_map(|q| {
-            let c = q.status.as_ref()?.contract.as_deref()?;
-            (Some(c) != core_contract.as_deref()).then(|| {
-                format!(
-                    "{} {}/{} ({c})",
-                    q.provider_type.kind(),
-                    q.namespace(),
-                    q.name()
-                )
-            })
-        })
-        .chain(
-            (core_contract.as_deref() != Some(contract.as_str()))
-                .then(|| format!("this provider ({contract})")),
-        )
-        .collect();
-    let paused = if p.spec.paused {
-        Some(Desired::ok(
-            PAUSED,
-            reason::PAUSED,
-            "spec.paused is true: every Deployment is scaled to 0",
-        ))
-    } else if was_paused && !disagreeing.is_empty() {
-        Some(Desired::ok(
-            PAUSED,
-            reason::UNPAUSE_REFUSED,
-            format!(
-                "unpausing is refused while providers disagree on the contract (core: {}): {}",
-                core_contract.as_deref().unwrap_or("unknown"),
-                disagreeing.join(", ")
-            ),
-        ))
-    } else {
-        None
-    };
-
-    let additional = match read_additional_manifests(ctx, p).await {
-        Ok(a) => a,
-        Err(step) => return step,
-    };
-    let extras = render::RenderExtras {
-        additional_manifests: additional,
-    };
-    let rendered = match render::render_with(p, &release, |k| vars.get(k).cloned(), &extras) {
-        Ok(r) => r,
-        Err(e) => return render_problem(e),
-    };
-    conditions::set(
-        &mut status.conditions,
-        &super::readiness::manager_configured(&rendered.managers),
-        generation,
-    );
-    for r in &rendered.managers {
-        for f in &r.findings {
-            debug!(provider = %provider_key(p), deployment = %r.deployment, field = %f.field, problem = %f.problem, "manager setting without effect");
-        }
-    }
-    let mut objects = rendered.objects;
-    let rendered_count = objects.len();
-    // The same checks as `kubectl capi-providers verify`, on what is about to be installed.
-    let findings: Vec<String> =
-        capi_components::contract::verify(p.provider_type, Some(&contract), &objects)
-            .into_iter()
-            .filter(|f| f.severity != capi_components::contract::Severity::Ok)
-            .map(|f| format!("{}: {}", f.check, f.message))
-            .collect();
-    label_owned(&mut objects, p);
-    objects.iter_mut().for_each(super::apply::prepare);
-    let upgrading = status.installed_version.as_deref() != Some(version.as_str());
-    if paused.is_some() {
-        objects.iter_mut().for_each(scale_to_zero);
-        // A paused provider is otherwise left as it is, unless its version changes (the
-        // pause → upgrade → unpause sequence of a contract change).
-        if !upgrading {
-            objects.retain(|o| o.get("kind").and_then(Value::as_str) == Some("Deployment"));
-        }
-    }
-
-    let report = match ctx.applier.apply_all(&objects, |k| ctx.world.live(k)).await {
-        Ok(r) => r,
-        Err(e) => return apply_failed(e),
-    };
-    if report.applied > 0 {
-        info!(provider = %provider_key(p), applied = report.applied, unchanged = report.unchanged, "applied");
-        // Applied as the release says, but shown: an admin should see a release that grants
-        // cluster-admin or intercepts everything. Only when something was written, so an idle
-        // cluster sees no event.
-        let privileged = capi_components::privileged::privileged_objects(&objects);
-        if !privileged.is_empty() {
-            warn!(provider = %provider_key(p), objects = ?privileged, "the release holds privileged objects");
-            publish(
-                obj,
-                ctx,
-                false,
-                reason::PRIVILEGED_OBJECTS,
-                format!(
-                    "the release holds privileged objects (applied as released): {}",
-                    privileged.join("; ")
-                ),
-            )
-            .await;
-        }
-    }
-
-    // Prune what this provider installed before but no longer renders. CRDs and namespaces stay:
-    // deleting a CRD deletes every custom resource of it.
-    let desired: BTreeSet<_> = objects.iter().filter_map(|o| key_of(o).ok()).collect();
-    let stale: Vec<_> = ctx
-        .world
-        .installed(p)
-        .into_iter()
-        .filter(|_| paused.is_none() || upgrading)
-        .filter(|(k, _, _)| !desired.contains(k))
-        .filter(|(k, _, _)| k.kind != "CustomResourceDefinition" && k.kind != "Namespace")
-        .collect();
-    if !stale.is_empty() {
-        match ctx.applier.delete_all(&stale).await {
-            Ok(n) if n > 0 => {
-                let names: Vec<String> = stale.iter().map(|(k, _, _)| k.to_string()).collect();
-                publish(
-                    obj,
-                    ctx,
-                    true,
-                    "Pruned",
-                    format!("removed objects no longer rendered: {}", names.join(", ")),
-                )
-                .await;
-            }
-            Ok(_) => {}
-            Err(e) => return apply_failed(e),
-        }
-    }
-
-    let changed_version = upgrading;
-    if let Some(old) = status.installed_version.clone()
-        && changed_version
-    {
-        conditions::set(
-            &mut status.conditions,
-            &Desired::ok(
-                PROVIDER_UPGRADED,
-                reason::UPGRADED,
-                format!("upgraded from {old} to {version}"),
-            ),
-            generation,
-        );
-    }
-    status.installed_version = Some(version.clone());
-    status.contract = Some(contract);
-    conditions::set(
-        &mut status.conditions,
-        &Desired::ok(
-            PROVIDER_INSTALLED,
-            reason::INSTALLED,
-            format!("{version} installed ({rendered_count} objects)"),
-        ),
-        generation,
-    );
-    let verified = if findings.is_empty() {
-        Desired::ok(
-            CONTRACT_VERIFIED,
-            reason::CONTRACT_OK,
-            "the release follows the provider contracts",
-        )
-    } else {
-        Desired::failed(
-            CONTRACT_VERIFIED,
-            reason::CONTRACT_FINDINGS,
-            findings.join("; "),
-        )
-    };
-    conditions::set(&mut status.conditions, &verified, generation);
-    if changed_version && report.applied > 0 {
-        publish(
-            obj,
-            ctx,
-            true,
-            "VersionInstalled",
-            format!("{version} applied"),
-        )
-        .await;
-    }
-    match &paused {
-        Some(d) => {
-            conditions::set(&mut status.conditions, d, generation);
-            conditions::set(
-                &mut status.conditions,
-                &Desired::failed(READY, reason::PAUSED, "the provider is paused"),
-                generation,
-            );
-        }
-        None => {
-            if status.condition(PAUSED).is_some() {
-                conditions::set(
-                    &mut status.conditions,
-                    &Desired::failed(
-                        PAUSED,
-                        reason::NOT_PAUSED,
-                        "Deployments run with their original replicas",
-                    ),
-                    generation,
-                );
-            }
-            let ready = readiness(ctx, p).await;
-            conditions::set(&mut status.conditions, &ready, generation);
-        }
-    }
-    Step::Done
-}
-
-/// Scales a rendered Deployment to 0, recording its replica count in the annotation the
-/// specification names; unpausing renders the original count again.
-pub fn scale_to_zero(o: &mut Value) {
-    if o.get("kind").and_then(Value::as_str) != Some("Deployment") {
-        return;
-    }
-    let replicas = o
-        .pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.insert("replicas".into(), json!(0));
-    }
-    if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-        let ann = meta.entry("annotations").or_insert_with(|| json!({}));
-        if let Some(a) = ann.as_object_mut() {
-            a.insert(
-                ORIGINAL_REPLICAS_ANNOTATION.into(),
-                json!(replicas.to_string()),
-            );
-        }
-    }
-}
-
-/// Ready from the provider's Deployments: every one Available and rolled out. For one that is
-/// not, its Pods tell a crash loop or an unpullable image from a rollout in progress.
-async fn readiness(ctx: &Ctx, p: &AnyProvider) -> Desired {
-    let deployments = ctx.world.deployments_of(p);
-    if deployments.is_empty() {
-        return Desired::failed(
-            READY,
-            reason::NO_DEPLOYMENT,
-            "no Deployment of the provider exists (yet)",
-        );
-    }
-    let mut names: Vec<&str> = Vec::new();
-    for d in &deployments {
-        if let Err(why) = super::readiness::availability(d) {
-            let pods = pods_of(ctx, d).await;
-            return super::readiness::not_ready(d, &why, &pods);
-        }
-        names.push(d.metadata.name.as_deref().unwrap_or(""));
-    }
-    names.sort();
-    Desired::ok(
-        READY,
-        reason::AVAILABLE,
-        format!("available: {}", names.join(", ")),
-    )
-}
-
-/// The Pods of Deployment `d` by its selector; none when they cannot be read (Ready then says
-/// only that the Deployment is not available, which is still true).
-async fn pods_of(ctx: &Ctx, d: &Deployment) -> Vec<Pod> {
-    let Some(selector) = d.spec.as_ref().map(|s| s.selector.clone()) else {
-        return Vec::new();
-    };
-    let selector = match kube::core::Selector::try_from(selector) {
-        Ok(s) if !s.selects_all() => s,
-        _ => return Vec::new(),
-    };
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &d.namespace().unwrap_or_default());
-    match api
-        .list(&ListParams::default().labels_from(&selector))
-        .await
-    {
-        Ok(list) => list.items,
-        Err(e) => {
-            debug!(deployment = %d.name_any(), error = %e, "pods not listed");
-            Vec::new()
-        }
     }
 }
 
@@ -1258,6 +659,55 @@ mod tests {
         assert_eq!(backoff_delay(10, 7.0), Duration::from_secs(300));
         assert_eq!(backoff_delay(1, -3.0), backoff_delay(1, 0.0));
         assert_eq!(backoff_delay(2, f64::NAN), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn installed_providers_are_looked_at_again_by_what_can_change() {
+        use capi_operator_api::conditions::{PAUSED, READY};
+        let opts = super::super::Options {
+            config_retry: Duration::from_secs(60),
+            resync: Duration::from_secs(1800),
+            ..Default::default()
+        };
+        let cond = |type_: &'static str, status: &str, reason: &str| {
+            if status == "True" {
+                Desired::ok(type_, reason, "")
+            } else {
+                Desired::failed(type_, reason, "")
+            }
+        };
+        // (conditions, expected delay)
+        let cases = [
+            (vec![cond(READY, "True", reason::AVAILABLE)], opts.resync),
+            (
+                vec![cond(READY, "False", reason::MANAGER_CRASH_LOOPING)],
+                READINESS_RECHECK,
+            ),
+            (
+                vec![cond(READY, "False", reason::NOT_AVAILABLE)],
+                READINESS_RECHECK,
+            ),
+            (vec![cond(READY, "False", reason::PAUSED)], opts.resync),
+            (
+                vec![
+                    cond(READY, "False", reason::PAUSED),
+                    cond(PAUSED, "True", reason::UNPAUSE_REFUSED),
+                ],
+                opts.config_retry,
+            ),
+        ];
+        for (desired, want) in cases {
+            let mut status = ProviderStatus::default();
+            for d in &desired {
+                conditions::set(&mut status.conditions, d, None);
+            }
+            assert_eq!(
+                healthy_requeue(&status, &opts),
+                want,
+                "{:?}",
+                status.conditions
+            );
+        }
     }
 
     #[test]

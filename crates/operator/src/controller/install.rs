@@ -1,0 +1,627 @@
+//! The install path of a reconcile, as an ordered list of phases (see [`run`]). Each phase is a
+//! function over the reconcile's [`State`] and what earlier phases produced; it either goes on
+//! or ends the reconcile with an [`Outcome`]. Status is written once, by the caller, from that
+//! outcome. The decisions inside the phases are the pure functions of [`plan`].
+
+pub mod plan;
+
+use std::{collections::BTreeMap, ops::ControlFlow};
+
+use capi_components::{
+    contract::{self as release_contract, Severity},
+    finalize::{Pause, finalize},
+    metadata::Metadata,
+    render,
+    source::fetch_release,
+};
+use capi_operator_api::{
+    AnyProvider, ORIGINAL_REPLICAS_ANNOTATION, Provider, ProviderStatus, ProviderType,
+    conditions::{
+        CONTRACT_VERIFIED, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, PROVIDER_UPGRADED,
+        READY,
+    },
+};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Pod, Secret},
+};
+use kube::{
+    Api, ResourceExt,
+    api::{ListParams, Patch},
+};
+use serde_json::{Value, json};
+use tracing::{Instrument, debug, debug_span, info, warn};
+
+use super::{
+    Ctx,
+    apply::{ApplyReport, key_of},
+    conditions::{self, Desired},
+    preflight, provider_key,
+    reconcile::{Error, Outcome, Problem, merge_params, problem, publish, reason},
+    source::{self, Chosen, ReleaseCache},
+};
+
+/// What every phase reads, and the status the phases fill in.
+pub struct State<'a, P> {
+    /// The provider object as the controller received it.
+    pub obj: &'a P,
+    /// Its kind-independent view.
+    pub p: &'a AnyProvider,
+    /// Caches, client, applier, recorder and settings.
+    pub ctx: &'a Ctx,
+    /// The API of the provider's kind.
+    pub api: &'a Api<P>,
+    /// The status being built; written by the caller after the last phase.
+    pub status: &'a mut ProviderStatus,
+}
+
+/// A phase's result: go on with a value, or end the reconcile.
+type Phase<T = ()> = ControlFlow<Outcome, T>;
+
+fn end<T>(outcome: Outcome) -> Phase<T> {
+    ControlFlow::Break(outcome)
+}
+
+/// The release of one version, with the contract its metadata gives.
+struct Fetched {
+    version: String,
+    release: source::Release,
+    contract: String,
+}
+
+/// Runs the phases in order and gives the outcome.
+pub async fn install<P: Provider>(s: &mut State<'_, P>) -> Outcome {
+    match run(s).await {
+        ControlFlow::Continue(()) => Outcome::Done,
+        ControlFlow::Break(outcome) => outcome,
+    }
+}
+
+/// The phases, in order.
+async fn run<P: Provider>(s: &mut State<'_, P>) -> Phase {
+    let core = debug_span!("phase", name = "preflight").in_scope(|| preflight_phase(s))?;
+    let (vars, chosen) = configure(s)
+        .instrument(debug_span!("phase", name = "configure"))
+        .await?;
+    let version = resolve_version(s, &chosen)
+        .instrument(debug_span!("phase", name = "resolve-version"))
+        .await?;
+    let fetched = fetch(s, &chosen, version)
+        .instrument(debug_span!("phase", name = "fetch"))
+        .await?;
+    debug_span!("phase", name = "contract")
+        .in_scope(|| contract_phase(s, core.as_ref(), &fetched))?;
+    let pause = debug_span!("phase", name = "pause-plan")
+        .in_scope(|| pause_plan(s, core.as_ref(), &fetched.contract));
+    let rendered = render_phase(s, &fetched, &vars, pause.is_some())
+        .instrument(debug_span!("phase", name = "render"))
+        .await?;
+    let applied = apply_phase(s, &rendered.objects)
+        .instrument(debug_span!("phase", name = "apply"))
+        .await?;
+    prune(
+        s,
+        &rendered.objects,
+        pause.is_some(),
+        upgrading(s.status, &fetched.version),
+    )
+    .instrument(debug_span!("phase", name = "prune"))
+    .await?;
+    report(s, &fetched, rendered, applied, pause)
+        .instrument(debug_span!("phase", name = "report"))
+        .await;
+    ControlFlow::Continue(())
+}
+
+fn upgrading(status: &ProviderStatus, version: &str) -> bool {
+    status.installed_version.as_deref() != Some(version)
+}
+
+fn preflight_failed(f: preflight::Failure) -> Outcome {
+    problem(PREFLIGHT_CHECK_PASSED, f.reason, f.message)
+}
+
+/// Uniqueness and, for a non-core provider, a Ready core provider (which it returns).
+fn preflight_phase<P>(s: &State<'_, P>) -> Phase<Option<AnyProvider>> {
+    let p = s.p;
+    let same_kind = s.ctx.world.providers(p.provider_type);
+    let cores = s.ctx.world.providers(ProviderType::Core);
+    if let Err(f) = preflight::check_objects(p, &same_kind, &cores) {
+        return end(preflight_failed(f));
+    }
+    if p.provider_type == ProviderType::Core {
+        return ControlFlow::Continue(None);
+    }
+    match preflight::ready_core(&cores) {
+        Ok(c) => ControlFlow::Continue(Some(c.clone())),
+        Err(f) => end(preflight_failed(f)),
+    }
+}
+
+/// The provider Secret's variables and the release source they and fetchConfig choose.
+async fn configure<P>(s: &State<'_, P>) -> Phase<(BTreeMap<String, String>, Chosen)> {
+    let vars = read_variables(s.ctx, s.p).await?;
+    match source::choose(s.ctx, s.p, &vars) {
+        Ok(chosen) => ControlFlow::Continue((vars, chosen)),
+        Err(message) => end(problem(
+            PREFLIGHT_CHECK_PASSED,
+            reason::INVALID_FETCH_CONFIG,
+            message,
+        )),
+    }
+}
+
+/// spec.version, checked against a downgrade. An empty one is resolved to the latest release
+/// and written back, which ends this reconcile: the update brings the next one.
+async fn resolve_version<P: Provider>(s: &State<'_, P>, chosen: &Chosen) -> Phase<String> {
+    if let Some(v) = s.p.spec.version.as_deref().filter(|v| !v.is_empty()) {
+        if let Err(f) = preflight::check_downgrade(s.status.installed_version.as_deref(), v) {
+            return end(preflight_failed(f));
+        }
+        return ControlFlow::Continue(v.to_string());
+    }
+    let resolved = match chosen.url_version.clone() {
+        Some(v) => v,
+        None => latest_version(s, chosen).await?,
+    };
+    let patch = json!({"spec": {"version": resolved}});
+    match s
+        .api
+        .patch(s.p.name(), &merge_params(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {
+            info!(provider = %provider_key(s.p), version = %resolved, "resolved the latest release into spec.version");
+            let note = format!("spec.version set to {resolved}, the latest release");
+            publish(s.obj, s.ctx, true, reason::VERSION_RESOLVED, note).await;
+            end(Outcome::VersionWritten)
+        }
+        Err(e) => end(Outcome::Transient(
+            Error::Kube(e),
+            Problem {
+                condition: PREFLIGHT_CHECK_PASSED,
+                reason: reason::SOURCE_UNAVAILABLE,
+                message: "writing the resolved version into spec.version failed".into(),
+            },
+        )),
+    }
+}
+
+/// The latest release's version; the release is cached, as the next reconcile fetches it.
+async fn latest_version<P>(s: &State<'_, P>, chosen: &Chosen) -> Phase<String> {
+    match fetch_release(&chosen.source, None, &chosen.components_file).await {
+        Ok(r) => {
+            if let Some(key) = chosen.cache_key.as_deref()
+                && let Err(e) = ReleaseCache::new(s.ctx.client.clone(), s.p.namespace())
+                    .put(s.p, &r, key)
+                    .await
+            {
+                warn!(error = %e, "release not cached");
+            }
+            ControlFlow::Continue(r.version)
+        }
+        Err(e) => end(Outcome::from_source(PREFLIGHT_CHECK_PASSED, e)),
+    }
+}
+
+/// The release (through the in-cluster cache for remote sources) and its contract.
+async fn fetch<P>(s: &State<'_, P>, chosen: &Chosen, version: String) -> Phase<Fetched> {
+    let release = match cached_fetch(s.ctx, s.p, chosen, &version).await {
+        Ok(r) => r,
+        Err(e) => return end(Outcome::from_source(PROVIDER_INSTALLED, e)),
+    };
+    let contract = Metadata::parse(&release.metadata)
+        .map_err(|e| format!("release {version}: {e}"))
+        .and_then(|m| {
+            m.contract_for(&version)
+                .map(str::to_string)
+                .map_err(|e| e.to_string())
+        });
+    match contract {
+        Ok(contract) => ControlFlow::Continue(Fetched {
+            version,
+            release,
+            contract,
+        }),
+        Err(message) => end(problem(
+            PREFLIGHT_CHECK_PASSED,
+            reason::INVALID_METADATA,
+            message,
+        )),
+    }
+}
+
+async fn cached_fetch(
+    ctx: &Ctx,
+    p: &AnyProvider,
+    chosen: &Chosen,
+    version: &str,
+) -> Result<source::Release, capi_components::source::SourceError> {
+    let timed = || async {
+        let started = std::time::Instant::now();
+        let r = fetch_release(&chosen.source, Some(version), &chosen.components_file).await;
+        ctx.opts
+            .metrics
+            .fetched(chosen.source.kind(), r.is_ok(), started.elapsed());
+        r
+    };
+    let Some(key) = chosen.cache_key.as_deref() else {
+        return timed().await;
+    };
+    let cache = ReleaseCache::new(ctx.client.clone(), p.namespace());
+    if let Some(r) = cache.get(p, version, key).await? {
+        return Ok(r);
+    }
+    let release = timed().await?;
+    info!(provider = %provider_key(p), version, "release fetched");
+    if let Err(e) = cache.put(p, &release, key).await {
+        // The cache only saves a future fetch; failing to write it is not fatal.
+        warn!(provider = %provider_key(p), error = %e, "release not cached");
+    }
+    Ok(release)
+}
+
+/// The release's contract against the core provider's, and a contract-changing core upgrade
+/// against running providers. Passing both sets PreflightCheckPassed.
+fn contract_phase<P>(s: &mut State<'_, P>, core: Option<&AnyProvider>, f: &Fetched) -> Phase {
+    if let Some(core) = core
+        && let Err(f) = preflight::check_contract(core, &f.contract)
+    {
+        return end(preflight_failed(f));
+    }
+    if s.p.provider_type == ProviderType::Core {
+        let running = plan::running_providers(&s.ctx.world.all_providers());
+        if let Some(message) =
+            plan::contract_change_blocker(s.status, &f.version, &f.contract, &running)
+        {
+            return end(problem(
+                PREFLIGHT_CHECK_PASSED,
+                reason::CONTRACT_CHANGE_NEEDS_PAUSE,
+                message,
+            ));
+        }
+    }
+    conditions::set(
+        &mut s.status.conditions,
+        &Desired::ok(PREFLIGHT_CHECK_PASSED, reason::PASSED, ""),
+        s.p.metadata.generation,
+    );
+    ControlFlow::Continue(())
+}
+
+/// Whether the provider is paused: asked for, or kept because unpausing now would run
+/// providers of different contracts side by side. `Some` holds the Paused condition.
+fn pause_plan<P>(s: &State<'_, P>, core: Option<&AnyProvider>, contract: &str) -> Option<Desired> {
+    let p = s.p;
+    let was_paused = s.ctx.world.deployments_of(p).iter().any(|d| {
+        d.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(ORIGINAL_REPLICAS_ANNOTATION))
+    });
+    let core_contract = if p.provider_type == ProviderType::Core {
+        Some(contract.to_string())
+    } else {
+        core.and_then(|c| c.status.as_ref())
+            .and_then(|s| s.contract.clone())
+    };
+    let disagreeing = plan::disagreeing_contracts(
+        p,
+        &s.ctx.world.all_providers(),
+        core_contract.as_deref(),
+        contract,
+    );
+    plan::pause_condition(
+        p.spec.paused,
+        was_paused,
+        core_contract.as_deref(),
+        &disagreeing,
+    )
+}
+
+/// What the render phase hands on: the objects to apply and what the report says of them.
+struct Render {
+    /// Finalized objects, as applied.
+    objects: Vec<Value>,
+    /// Objects the release renders to (a paused provider applies only some of them).
+    count: usize,
+    /// The ContractVerified condition, from the rendered objects.
+    verified: Desired,
+}
+
+/// Renders the release with the provider's settings and finalizes the objects to apply.
+async fn render_phase<P>(
+    s: &mut State<'_, P>,
+    f: &Fetched,
+    vars: &BTreeMap<String, String>,
+    paused: bool,
+) -> Phase<Render> {
+    let additional = read_additional_manifests(s.ctx, s.p).await?;
+    let extras = render::RenderExtras {
+        additional_manifests: additional,
+    };
+    let rendered = match render::render_with(s.p, &f.release, |k| vars.get(k).cloned(), &extras) {
+        Ok(r) => r,
+        Err(e) => return end(Outcome::from_render(e)),
+    };
+    conditions::set(
+        &mut s.status.conditions,
+        &super::readiness::manager_configured(&rendered.managers),
+        s.p.metadata.generation,
+    );
+    for r in &rendered.managers {
+        for finding in &r.findings {
+            debug!(provider = %provider_key(s.p), deployment = %r.deployment, field = %finding.field, problem = %finding.problem, "manager setting without effect");
+        }
+    }
+    let verified = contract_verified(s.p, &f.contract, &rendered.objects);
+    let count = rendered.objects.len();
+    let pause = if paused {
+        Pause::Paused {
+            version_changes: upgrading(s.status, &f.version),
+        }
+    } else {
+        Pause::Running
+    };
+    let mut objects = rendered.objects;
+    finalize(&mut objects, s.p, pause);
+    ControlFlow::Continue(Render {
+        objects,
+        count,
+        verified,
+    })
+}
+
+/// Server-side applies the objects; shows, in an event, a release granting broad powers.
+async fn apply_phase<P: Provider>(s: &State<'_, P>, objects: &[Value]) -> Phase<ApplyReport> {
+    let report = match s
+        .ctx
+        .applier
+        .apply_all(objects, |k| s.ctx.world.live(k))
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return end(Outcome::from_apply(e)),
+    };
+    if report.applied > 0 {
+        info!(provider = %provider_key(s.p), applied = report.applied, unchanged = report.unchanged, "applied");
+        // Applied as the release says, but shown: an admin should see a release that grants
+        // cluster-admin or intercepts everything. Only when something was written, so an idle
+        // cluster sees no event.
+        let privileged = capi_components::privileged::privileged_objects(objects);
+        if !privileged.is_empty() {
+            warn!(provider = %provider_key(s.p), objects = ?privileged, "the release holds privileged objects");
+            let note = format!(
+                "the release holds privileged objects (applied as released): {}",
+                privileged.join("; ")
+            );
+            publish(s.obj, s.ctx, false, reason::PRIVILEGED_OBJECTS, note).await;
+        }
+    }
+    ControlFlow::Continue(report)
+}
+
+/// Deletes what this provider installed before but no longer renders.
+async fn prune<P: Provider>(
+    s: &State<'_, P>,
+    objects: &[Value],
+    paused: bool,
+    upgrading: bool,
+) -> Phase {
+    let desired = objects.iter().filter_map(|o| key_of(o).ok()).collect();
+    let stale = plan::stale(s.ctx.world.installed(s.p), &desired, paused, upgrading);
+    if stale.is_empty() {
+        return ControlFlow::Continue(());
+    }
+    match s.ctx.applier.delete_all(&stale).await {
+        Ok(0) => ControlFlow::Continue(()),
+        Ok(_) => {
+            let names: Vec<String> = stale.iter().map(|(k, _, _)| k.to_string()).collect();
+            let note = format!("removed objects no longer rendered: {}", names.join(", "));
+            publish(s.obj, s.ctx, true, reason::PRUNED, note).await;
+            ControlFlow::Continue(())
+        }
+        Err(e) => end(Outcome::from_apply(e)),
+    }
+}
+
+/// Installed, upgraded, contract-verified, paused and ready conditions.
+async fn report<P: Provider>(
+    s: &mut State<'_, P>,
+    f: &Fetched,
+    rendered: Render,
+    applied: ApplyReport,
+    paused: Option<Desired>,
+) {
+    let generation = s.p.metadata.generation;
+    let version = f.version.as_str();
+    let changed_version = upgrading(s.status, version);
+    if let Some(old) = s.status.installed_version.clone()
+        && changed_version
+    {
+        let upgraded = Desired::ok(
+            PROVIDER_UPGRADED,
+            reason::UPGRADED,
+            format!("upgraded from {old} to {version}"),
+        );
+        conditions::set(&mut s.status.conditions, &upgraded, generation);
+    }
+    s.status.installed_version = Some(version.to_string());
+    s.status.contract = Some(f.contract.clone());
+    let installed = Desired::ok(
+        PROVIDER_INSTALLED,
+        reason::INSTALLED,
+        format!("{version} installed ({} objects)", rendered.count),
+    );
+    conditions::set(&mut s.status.conditions, &installed, generation);
+    conditions::set(&mut s.status.conditions, &rendered.verified, generation);
+    if changed_version && applied.applied > 0 {
+        let note = format!("{version} applied");
+        publish(s.obj, s.ctx, true, reason::VERSION_INSTALLED, note).await;
+    }
+    let ready = match &paused {
+        Some(d) => {
+            conditions::set(&mut s.status.conditions, d, generation);
+            Desired::failed(READY, reason::PAUSED, "the provider is paused")
+        }
+        None => {
+            if s.status.condition(PAUSED).is_some() {
+                let unpaused = Desired::failed(
+                    PAUSED,
+                    reason::NOT_PAUSED,
+                    "Deployments run with their original replicas",
+                );
+                conditions::set(&mut s.status.conditions, &unpaused, generation);
+            }
+            readiness(s.ctx, s.p).await
+        }
+    };
+    conditions::set(&mut s.status.conditions, &ready, generation);
+}
+
+/// The same checks as `kubectl capi-providers verify`, on what was rendered.
+fn contract_verified(p: &AnyProvider, contract: &str, objects: &[Value]) -> Desired {
+    let findings: Vec<String> = release_contract::verify(p.provider_type, Some(contract), objects)
+        .into_iter()
+        .filter(|f| f.severity != Severity::Ok)
+        .map(|f| format!("{}: {}", f.check, f.message))
+        .collect();
+    if findings.is_empty() {
+        Desired::ok(
+            CONTRACT_VERIFIED,
+            reason::CONTRACT_OK,
+            "the release follows the provider contracts",
+        )
+    } else {
+        Desired::failed(
+            CONTRACT_VERIFIED,
+            reason::CONTRACT_FINDINGS,
+            findings.join("; "),
+        )
+    }
+}
+
+async fn read_variables(ctx: &Ctx, p: &AnyProvider) -> Phase<BTreeMap<String, String>> {
+    let Some(name) = p.spec.secret_name.as_deref().filter(|s| !s.is_empty()) else {
+        return ControlFlow::Continue(BTreeMap::new());
+    };
+    let ns = p.spec.secret_namespace.as_deref().unwrap_or(p.namespace());
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let secret = match api.get_opt(name).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return end(problem(
+                PROVIDER_INSTALLED,
+                reason::SECRET_NOT_FOUND,
+                format!("Secret {ns}/{name} (spec.configSecret) does not exist"),
+            ));
+        }
+        Err(e) => {
+            let message = format!("reading Secret {ns}/{name}: {e}");
+            return end(Outcome::transient(
+                Error::Kube(e),
+                PROVIDER_INSTALLED,
+                reason::SECRET_NOT_FOUND,
+                message,
+            ));
+        }
+    };
+    let mut vars = BTreeMap::new();
+    for (k, v) in secret.data.unwrap_or_default() {
+        // Values are never logged; a non-UTF-8 value cannot be substituted into YAML anyway.
+        if let Ok(s) = String::from_utf8(v.0) {
+            vars.insert(k, s);
+        }
+    }
+    for (k, v) in secret.string_data.unwrap_or_default() {
+        vars.insert(k, v);
+    }
+    ControlFlow::Continue(vars)
+}
+
+async fn read_additional_manifests(ctx: &Ctx, p: &AnyProvider) -> Phase<Option<String>> {
+    let Some(r) = p.spec.additional_manifests.as_ref() else {
+        return ControlFlow::Continue(None);
+    };
+    let ns = r.namespace.as_deref().unwrap_or(p.namespace());
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
+    let missing = |message: String| {
+        end(problem(
+            PROVIDER_INSTALLED,
+            reason::ADDITIONAL_MANIFESTS,
+            message,
+        ))
+    };
+    match api.get_opt(&r.name).await {
+        Ok(Some(cm)) => match cm.data.and_then(|mut d| d.remove("manifests")) {
+            Some(text) => ControlFlow::Continue(Some(text)),
+            None => missing(format!(
+                "ConfigMap {ns}/{} has no key \"manifests\"",
+                r.name
+            )),
+        },
+        Ok(None) => missing(format!(
+            "ConfigMap {ns}/{} (spec.additionalManifests) does not exist",
+            r.name
+        )),
+        Err(e) => {
+            let message = format!("reading ConfigMap {ns}/{}: {e}", r.name);
+            end(Outcome::transient(
+                Error::Kube(e),
+                PROVIDER_INSTALLED,
+                reason::ADDITIONAL_MANIFESTS,
+                message,
+            ))
+        }
+    }
+}
+
+/// Ready from the provider's Deployments: every one Available and rolled out. For one that is
+/// not, its Pods tell a crash loop or an unpullable image from a rollout in progress.
+async fn readiness(ctx: &Ctx, p: &AnyProvider) -> Desired {
+    let deployments = ctx.world.deployments_of(p);
+    if deployments.is_empty() {
+        return Desired::failed(
+            READY,
+            reason::NO_DEPLOYMENT,
+            "no Deployment of the provider exists (yet)",
+        );
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for d in &deployments {
+        if let Err(why) = super::readiness::availability(d) {
+            let pods = pods_of(ctx, d).await;
+            return super::readiness::not_ready(d, &why, &pods);
+        }
+        names.push(d.metadata.name.as_deref().unwrap_or(""));
+    }
+    names.sort();
+    Desired::ok(
+        READY,
+        reason::AVAILABLE,
+        format!("available: {}", names.join(", ")),
+    )
+}
+
+/// The Pods of Deployment `d` by its selector; none when they cannot be read (Ready then says
+/// only that the Deployment is not available, which is still true).
+async fn pods_of(ctx: &Ctx, d: &Deployment) -> Vec<Pod> {
+    let Some(selector) = d.spec.as_ref().map(|s| s.selector.clone()) else {
+        return Vec::new();
+    };
+    let selector = match kube::core::Selector::try_from(selector) {
+        Ok(s) if !s.selects_all() => s,
+        _ => return Vec::new(),
+    };
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &d.namespace().unwrap_or_default());
+    match api
+        .list(&ListParams::default().labels_from(&selector))
+        .await
+    {
+        Ok(list) => list.items,
+        Err(e) => {
+            debug!(deployment = %d.name_any(), error = %e, "pods not listed");
+            Vec::new()
+        }
+    }
+}
