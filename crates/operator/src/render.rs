@@ -3,11 +3,9 @@
 use std::{collections::BTreeMap, path::Path};
 
 use anyhow::{Context, bail};
-use capi_components::{
-    render::{RenderExtras, render_with},
-    source::{fetch_release, local::LocalSource},
-};
+use capi_components::render::{RenderExtras, render_with};
 use capi_operator_api::AnyProvider;
+use capi_release_sources::{fetch_release, local::LocalSource};
 use serde_json::Value;
 
 fn read_provider(file: &Path) -> anyhow::Result<AnyProvider> {

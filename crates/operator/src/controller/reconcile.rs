@@ -16,7 +16,6 @@ use capi_components::{
     metadata::Metadata,
     pipeline::PipelineError,
     render::{self, RenderError},
-    source::{SourceError, fetch_release},
 };
 use capi_operator_api::{
     AnyProvider, FINALIZER, MANAGED_BY_ANNOTATION, ORIGINAL_REPLICAS_ANNOTATION, Provider,
@@ -26,6 +25,7 @@ use capi_operator_api::{
         PROVIDER_UPGRADED, READY,
     },
 };
+use capi_release_sources::{SourceError, fetch_release};
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
