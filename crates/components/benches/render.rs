@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use capi_components::{pipeline, render::render, source::Release};
+use capi_components::{pipeline, release::Release, render::render};
 use capi_operator_api::AnyProvider;
 
 const RUNS: usize = 30;

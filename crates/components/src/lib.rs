@@ -1,10 +1,9 @@
-//! The components engine: fetches Cluster API provider releases from every kind of source and
-//! renders them exactly as clusterctl does (variable substitution, image overrides, target
-//! namespace, labels, ordering), then applies the operator's customizations from a
-//! `ProviderSpec`. It has no Kubernetes client: reading ConfigMaps goes through a trait the
-//! controller implements.
+//! The components engine: renders Cluster API provider releases exactly as clusterctl does
+//! (variable substitution, image overrides, target namespace, labels, ordering), then applies
+//! the operator's customizations from a `ProviderSpec`; versions, contracts and metadata.yaml.
+//! It has no Kubernetes client and no network code: releases are fetched by the
+//! `capi-release-sources` crate.
 
-pub mod airgap;
 pub mod contract;
 pub mod customize;
 pub mod defaults;
@@ -15,8 +14,8 @@ pub mod metadata;
 pub mod patch;
 pub mod pipeline;
 pub mod privileged;
+pub mod release;
 pub mod render;
-pub mod source;
 pub mod unresolved;
 pub mod upgrade;
 pub mod variables;

@@ -6,7 +6,7 @@
 use capi_operator_api::AnyProvider;
 use serde_json::{Value, json};
 
-use crate::{customize, metadata::Metadata, patch, pipeline, source::Release};
+use crate::{customize, metadata::Metadata, patch, pipeline, release::Release};
 
 /// Everything that can go wrong rendering; all are configuration or release problems.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -5,8 +5,8 @@
 use capi_components::{
     customize::ManagerReport,
     managers,
+    release::Release,
     render::{Rendered, render},
-    source::Release,
 };
 use capi_operator_api::AnyProvider;
 use serde_json::{Value, json};

@@ -1,8 +1,8 @@
 //! The air-gapped release source's ConfigMaps, read through the Kubernetes API: the one
 //! [`ConfigMapReader`] the operator and the plugin share, so both skip the operator's release
-//! cache and report API errors the same way. The engine (capi-components) decodes them.
+//! cache and report API errors the same way. The release sources (capi-release-sources) decode them.
 
-use capi_components::source::{
+use capi_release_sources::{
     SourceError,
     configmap::{ConfigMapData, ConfigMapReader, from_configmap},
 };

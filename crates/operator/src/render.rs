@@ -6,9 +6,9 @@ use anyhow::{Context, bail};
 use capi_components::{
     finalize::{Pause, finalize},
     render::{RenderExtras, render_with},
-    source::{fetch_release, local::LocalSource},
 };
 use capi_operator_api::AnyProvider;
+use capi_release_sources::{fetch_release, local::LocalSource};
 use serde_json::Value;
 
 fn read_provider(file: &Path) -> anyhow::Result<AnyProvider> {

@@ -6,7 +6,7 @@ mod support;
 
 use std::{path::Path, time::Duration};
 
-use capi_components::source::oci::{OciConfig, OciCredentials, OciReference, push_artifact};
+use capi_release_sources::oci::{OciConfig, OciCredentials, OciReference, push_artifact};
 use capi_test_support::{private_cluster, registry::PlainRegistry, serial};
 use serde_json::Value;
 use support::*;

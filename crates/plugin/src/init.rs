@@ -263,7 +263,7 @@ pub async fn plan(
                     })?,
             };
             let fetch = capi_operator_api::FetchConfiguration {
-                selector: Some(capi_components::airgap::selector(
+                selector: Some(capi_release_sources::airgap::selector(
                     arg.provider_type,
                     &arg.name,
                 )),
@@ -276,7 +276,7 @@ pub async fn plan(
                     &arg.name,
                     &ns,
                     &fetch,
-                ),
+                )?,
                 Some(ns),
             )
         } else {

@@ -5,7 +5,7 @@
 use std::{io::Write, path::PathBuf};
 
 use anyhow::{Context, bail};
-use capi_components::airgap;
+use capi_release_sources::airgap;
 use serde_json::{Value, json};
 
 use crate::{

@@ -1,31 +1,30 @@
 //! Where a provider's releases come from, for the plugin's own fetches: a URL (GitHub or
 //! GitLab), an OCI reference, a local directory in clusterctl's layout, the ConfigMaps of the
-//! air-gapped layout in the cluster, or the default repository of a well-known provider. The
-//! engine (capi-components) does the fetching and the reading.
+//! air-gapped layout in the cluster, or the default repository of a well-known provider. All but
+//! the local directory are chosen by the mapping the operator uses too
+//! ([`capi_release_sources::fetch_config`]); capi-release-sources does the fetching and
+//! capi-components the reading.
 
 use std::{collections::BTreeMap, path::PathBuf};
 
 use anyhow::{Context, bail};
-use capi_components::{
-    airgap, defaults, pipeline,
-    source::{
-        configmap::{ConfigMapSource, selector_query},
-        fetch_release,
-        github::{GitHubSource, GitHubUrl},
-        gitlab::{GitLabSource, GitLabUrl},
-        http::HttpConfig,
-        local::LocalSource,
-        oci::{OciConfig, OciCredentials, OciReference, OciSource},
-    },
-};
+use capi_components::pipeline;
 use capi_operator_api::{AnyProvider, FetchConfiguration, ProviderType};
+use capi_release_sources::{
+    airgap,
+    fetch_config::{
+        FetchConfigError, ProviderRef, SourceSettings, default_components_file, source_for_provider,
+    },
+    fetch_release,
+    local::LocalSource,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client, api::ListParams};
 use serde_json::Value;
 
 use crate::providers::ProviderArg;
 
-pub use capi_components::source::Release;
+pub use capi_release_sources::Release;
 
 /// Flags choosing where releases come from when a provider names no source.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -43,7 +42,7 @@ pub struct SourceFlags {
 pub use capi_kube_configmaps::KubeConfigMaps;
 
 /// A release source of any kind, ConfigMaps read through the cluster.
-pub type AnySource = capi_components::source::any::AnySource<KubeConfigMaps>;
+pub type AnySource = capi_release_sources::any::AnySource<KubeConfigMaps>;
 
 /// What a provider object's fetchConfig should say for a source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,64 +110,71 @@ impl Located {
     }
 }
 
-/// The components file of a provider's releases when the source does not name one.
-pub fn default_components_file(t: ProviderType, name: &str) -> String {
-    defaults::components_file(t, name).to_string()
-}
-
 fn env(k: &str) -> Option<String> {
     std::env::var(k).ok().filter(|v| !v.is_empty())
 }
 
-/// A GitHub or GitLab release URL; a GitHub repository URL without a file (`.../releases`)
-/// reads `default_file`.
-fn url_source(
-    url: &str,
-    default_file: &str,
-    flags: &SourceFlags,
-    origin: Origin,
-) -> anyhow::Result<Located> {
-    let http = HttpConfig {
-        allow_http: url.starts_with("http://"),
-        ..HttpConfig::default()
-    };
-    if GitLabUrl::looks_like(url) {
-        let u = GitLabUrl::parse(url)?;
-        return Ok(Located {
-            components_file: u.file.clone(),
-            url_version: Some(u.version.clone()),
-            description: format!("GitLab package {}/{}", u.base, u.package),
-            source: AnySource::GitLab(GitLabSource::new(&u, env("GITLAB_ACCESS_TOKEN"), http)?),
-            origin,
-        });
+/// What a provider object's fetchConfig says, as an [`Origin`].
+fn origin_of(fetch: Option<&FetchConfiguration>) -> Origin {
+    match fetch {
+        Some(f) if f.selector.is_some() => Origin::ConfigMaps,
+        Some(FetchConfiguration { oci: Some(r), .. }) => {
+            Origin::Oci(r.trim_start_matches("oci://").to_string())
+        }
+        Some(FetchConfiguration { url: Some(u), .. }) => Origin::Url(u.clone()),
+        _ => Origin::Default,
     }
-    let u = GitHubUrl::parse_with_default_file(url, default_file)?;
-    let source = GitHubSource::from_url(
-        &u,
-        flags.github_api_url.as_deref(),
-        env("GITHUB_TOKEN"),
-        http,
-    )?;
+}
+
+/// The source `fetch` names for `provider` (`None`: its default repository), chosen by the
+/// mapping the operator uses, with the plugin's settings: tokens and registry credentials from
+/// the environment, `--github-api-url`, and plain-http URLs accepted (local servers). ConfigMaps
+/// are read through `client`; without one, a selector is refused.
+fn from_fetch_config(
+    client: Option<&Client>,
+    provider: ProviderRef<'_>,
+    fetch: Option<&FetchConfiguration>,
+    flags: &SourceFlags,
+) -> anyhow::Result<Located> {
+    let chosen = source_for_provider(
+        provider,
+        fetch,
+        env,
+        &SourceSettings {
+            github_api_url: flags.github_api_url.as_deref(),
+            github_token: None,
+            allow_http_urls: true,
+        },
+        |namespace, query| client.map(|c| KubeConfigMaps::new(c.clone(), namespace, query)),
+    );
+    let chosen = match chosen {
+        Ok(c) => c,
+        Err(FetchConfigError::NoDefaultRepository { .. }) => bail!(
+            "{} {:?} is not one of clusterctl's well-known providers: give its source (name@URL, name@oci://REFERENCE or name@DIR) or --repository DIR",
+            provider.provider_type.kind(),
+            provider.name
+        ),
+        Err(FetchConfigError::Oci { source, .. } | FetchConfigError::Url(source)) => {
+            return Err(source.into());
+        }
+        Err(e @ FetchConfigError::NoConfigMapReader) => return Err(e.into()),
+    };
     Ok(Located {
-        description: format!("GitHub repository {}", source.repository()),
-        source: AnySource::GitHub(source),
-        components_file: u.file,
-        url_version: u.version,
-        origin,
+        source: chosen.source,
+        components_file: chosen.components_file,
+        url_version: chosen.url_version,
+        origin: origin_of(fetch),
+        description: chosen.description,
     })
 }
 
-fn oci_source(t: ProviderType, name: &str, reference: &str) -> anyhow::Result<Located> {
-    let r = OciReference::parse(reference)?;
-    let credentials = OciCredentials::from_lookup(env);
-    let source = OciSource::for_provider(&r, t, name, credentials, OciConfig::default())?;
-    Ok(Located {
-        description: format!("OCI repository {}", r.name()),
-        source: AnySource::Oci(Box::new(source)),
-        components_file: default_components_file(t, name),
-        url_version: r.tag.clone(),
-        origin: Origin::Oci(reference.trim_start_matches("oci://").to_string()),
-    })
+/// A provider with no namespace of its own (named on the command line).
+fn unplaced(t: ProviderType, name: &str) -> ProviderRef<'_> {
+    ProviderRef {
+        provider_type: t,
+        name,
+        namespace: "",
+    }
 }
 
 fn local_source(t: ProviderType, name: &str, dir: PathBuf) -> anyhow::Result<Located> {
@@ -185,20 +191,6 @@ fn local_source(t: ProviderType, name: &str, dir: PathBuf) -> anyhow::Result<Loc
     })
 }
 
-fn default_source(t: ProviderType, name: &str, flags: &SourceFlags) -> anyhow::Result<Located> {
-    let Some(d) = defaults::default_repository(t, name) else {
-        bail!(
-            "{} {name:?} is not one of clusterctl's well-known providers: give its source (name@URL, name@oci://REFERENCE or name@DIR) or --repository DIR",
-            t.kind()
-        );
-    };
-    let url = format!(
-        "https://github.com/{}/releases/latest/{}",
-        d.repository, d.components_file
-    );
-    url_source(&url, d.components_file, flags, Origin::Default)
-}
-
 /// Reads a source string: a release URL (GitHub or GitLab), `oci://REFERENCE`
 /// (`oci+http://REFERENCE` for a registry over plain HTTP), or a directory.
 pub fn locate_source(
@@ -207,22 +199,26 @@ pub fn locate_source(
     source: &str,
     flags: &SourceFlags,
 ) -> anyhow::Result<Located> {
-    if source.starts_with("https://") || source.starts_with("http://") {
-        return url_source(
-            source,
-            &default_components_file(t, name),
-            flags,
-            Origin::Url(source.to_string()),
-        );
-    }
-    if source.starts_with("oci://") {
-        return oci_source(t, name, source);
-    }
-    if let Some(rest) = source.strip_prefix("oci+http://") {
+    let fetch = if source.starts_with("https://") || source.starts_with("http://") {
+        FetchConfiguration {
+            url: Some(source.to_string()),
+            ..FetchConfiguration::default()
+        }
+    } else if source.starts_with("oci://") {
+        FetchConfiguration {
+            oci: Some(source.to_string()),
+            ..FetchConfiguration::default()
+        }
+    } else if let Some(rest) = source.strip_prefix("oci+http://") {
         // A registry spoken to over plain HTTP (a local mirror, tests).
-        return oci_source(t, name, &format!("http://{rest}"));
-    }
-    local_source(t, name, PathBuf::from(source))
+        FetchConfiguration {
+            oci: Some(format!("http://{rest}")),
+            ..FetchConfiguration::default()
+        }
+    } else {
+        return local_source(t, name, PathBuf::from(source));
+    };
+    from_fetch_config(None, unplaced(t, name), Some(&fetch), flags)
 }
 
 /// The source of a provider named on the command line: its own, else `--repository`, else
@@ -232,34 +228,33 @@ pub fn locate_arg(arg: &ProviderArg, flags: &SourceFlags) -> anyhow::Result<Loca
     match (&arg.source, &flags.repository) {
         (Some(s), _) => locate_source(t, name, s, flags),
         (None, Some(dir)) => local_source(t, name, dir.clone()),
-        (None, None) => default_source(t, name, flags),
+        (None, None) => from_fetch_config(None, unplaced(t, name), None, flags),
     }
 }
 
-/// The preloaded ConfigMaps of a provider in `namespace`.
+/// The preloaded ConfigMaps of a provider in `namespace`, picked by `fetch.selector` (no
+/// selector: every ConfigMap of the namespace).
 pub fn locate_configmaps(
     client: &Client,
     t: ProviderType,
     name: &str,
     namespace: &str,
     fetch: &FetchConfiguration,
-) -> Located {
-    let query = fetch
-        .selector
-        .as_ref()
-        .map(selector_query)
-        .unwrap_or_default();
-    Located {
-        description: format!("ConfigMaps in {namespace} selected by {query}"),
-        source: AnySource::ConfigMaps(ConfigMapSource::new(KubeConfigMaps::new(
-            client.clone(),
+) -> anyhow::Result<Located> {
+    let selector_only = FetchConfiguration {
+        selector: Some(fetch.selector.clone().unwrap_or_default()),
+        ..FetchConfiguration::default()
+    };
+    from_fetch_config(
+        Some(client),
+        ProviderRef {
+            provider_type: t,
+            name,
             namespace,
-            query,
-        ))),
-        components_file: default_components_file(t, name),
-        url_version: None,
-        origin: Origin::ConfigMaps,
-    }
+        },
+        Some(&selector_only),
+        &SourceFlags::default(),
+    )
 }
 
 /// The source a provider object in the cluster reads (its fetchConfig), unless
@@ -273,24 +268,16 @@ pub fn locate_provider(
     if let Some(dir) = &flags.repository {
         return local_source(t, name, dir.clone());
     }
-    let Some(fetch) = &p.spec.fetch_config else {
-        return default_source(t, name, flags);
-    };
-    if fetch.selector.is_some() {
-        return Ok(locate_configmaps(client, t, name, p.namespace(), fetch));
-    }
-    if let Some(oci) = &fetch.oci {
-        return oci_source(t, name, oci);
-    }
-    if let Some(url) = &fetch.url {
-        return url_source(
-            url,
-            &default_components_file(t, name),
-            flags,
-            Origin::Url(url.clone()),
-        );
-    }
-    default_source(t, name, flags)
+    from_fetch_config(
+        Some(client),
+        ProviderRef {
+            provider_type: t,
+            name,
+            namespace: p.namespace(),
+        },
+        p.spec.fetch_config.as_ref(),
+        flags,
+    )
 }
 
 /// The namespace holding the preloaded releases of a provider, looked up across the cluster.

@@ -13,10 +13,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use capi_components::{
     metadata::Metadata,
-    source::ReleaseSource,
     upgrade::{self, ProviderPlan},
 };
 use capi_operator_api::{AnyProvider, ProviderType};
+use capi_release_sources::ReleaseSource;
 use serde_json::json;
 
 use crate::{

@@ -14,7 +14,7 @@ mod support;
 
 use std::time::Duration;
 
-use capi_components::{render, source::Release};
+use capi_components::{release::Release, render};
 use capi_operator_api::AnyProvider;
 use capi_test_support::{TestCluster, private_cluster, serial, shared_dir, wait_for};
 use serde_json::{Value, json};

@@ -6,12 +6,12 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use capi_components::source::{
+use capi_fake_remotes::FakeServer;
+use capi_release_sources::{
     SourceError,
     configmap::{ConfigMapData, ConfigMapReader, ConfigMapSource, from_configmap},
     fetch_release,
 };
-use capi_fake_remotes::FakeServer;
 use capi_test_support::shared_dir;
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::Value;
@@ -507,7 +507,7 @@ async fn preload_from_a_gitlab_package() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preload_from_an_oci_registry() -> TestResult {
-    use capi_components::source::oci::{OciConfig, OciCredentials, OciReference, push_artifact};
+    use capi_release_sources::oci::{OciConfig, OciCredentials, OciReference, push_artifact};
     let reg = capi_test_support::registry::PlainRegistry::start().await?;
     for v in ["v0.1.0", "v0.2.0"] {
         let dir = samples().join("sample-bootstrap").join(v);

@@ -5,7 +5,7 @@
 
 mod support;
 
-use capi_components::source::configmap::from_configmap;
+use capi_release_sources::configmap::from_configmap;
 use capi_test_support::cluster;
 use serde_json::Value;
 use support::*;

@@ -12,7 +12,6 @@ use capi_components::{
     finalize::{Pause, finalize},
     metadata::Metadata,
     render,
-    source::fetch_release,
 };
 use capi_operator_api::{
     AnyProvider, ORIGINAL_REPLICAS_ANNOTATION, Provider, ProviderStatus, ProviderType,
@@ -21,6 +20,7 @@ use capi_operator_api::{
         READY,
     },
 };
+use capi_release_sources::{Release, SourceError, fetch_release};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Pod, Secret},
@@ -65,7 +65,7 @@ fn end<T>(outcome: Outcome) -> Phase<T> {
 /// The release of one version, with the contract its metadata gives.
 struct Fetched {
     version: String,
-    release: source::Release,
+    release: Release,
     contract: String,
 }
 
@@ -236,7 +236,7 @@ async fn cached_fetch(
     p: &AnyProvider,
     chosen: &Chosen,
     version: &str,
-) -> Result<source::Release, capi_components::source::SourceError> {
+) -> Result<Release, SourceError> {
     let timed = || async {
         let started = std::time::Instant::now();
         let r = fetch_release(&chosen.source, Some(version), &chosen.components_file).await;

@@ -29,9 +29,6 @@ pub fn matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> b
     true
 }
 
-/// The selector in the API's string form, for list calls.
-pub use capi_components::source::configmap::selector_query as to_query;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,6 +67,9 @@ mod tests {
         assert!(!matches(&s, &l));
         s.match_expressions = Some(vec![req("tier", "Bogus", &[])]);
         assert!(!matches(&s, &l));
-        assert_eq!(to_query(&s), "provider=aws,tier,!tier");
+        assert_eq!(
+            capi_release_sources::configmap::selector_query(&s),
+            "provider=aws,tier,!tier"
+        );
     }
 }

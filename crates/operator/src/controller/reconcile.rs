@@ -8,11 +8,12 @@
 
 use std::{sync::Arc, time::Duration};
 
-use capi_components::{render::RenderError, source::SourceError};
+use capi_components::render::RenderError;
 use capi_operator_api::{
     AnyProvider, FINALIZER, MANAGED_BY_ANNOTATION, Provider, ProviderStatus, ProviderType,
     conditions::{DELETING, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, READY},
 };
+use capi_release_sources::SourceError;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api,

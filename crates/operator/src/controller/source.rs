@@ -1,17 +1,15 @@
-//! Choosing a provider's release source from its spec, reading ConfigMaps for the air-gapped
-//! layout, and caching fetched releases in the cluster so a restart does not fetch again.
+//! Choosing a provider's release source from its spec (through the mapping shared with the
+//! plugin, [`capi_release_sources::fetch_config`]), reading ConfigMaps for the air-gapped layout,
+//! and caching fetched releases in the cluster so a restart does not fetch again.
 
 use std::collections::BTreeMap;
 
-use capi_components::source::{
+use capi_operator_api::{AnyProvider, CONFIGMAP_VERSION_LABEL};
+use capi_release_sources::{
     ReleaseSource, SourceError,
     configmap::{ConfigMapData, ConfigMapReader, ConfigMapSource},
-    github::{GitHubSource, GitHubUrl},
-    gitlab::{GitLabSource, GitLabUrl},
-    http::HttpConfig,
-    oci::{OciConfig, OciCredentials, OciReference, OciSource},
+    fetch_config::{ProviderRef, ProviderSource, SourceSettings, source_for_provider},
 };
-use capi_operator_api::{AnyProvider, CONFIGMAP_VERSION_LABEL, ProviderType};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, Client,
@@ -26,7 +24,7 @@ pub use capi_kube_configmaps::{KubeConfigMaps, RELEASE_CACHE_LABEL, kube_to_sour
 pub const RELEASE_SOURCE_ANNOTATION: &str = "management.cluster.x-k8s.io/release-source";
 
 /// The parts of a ConfigMap the engine reads.
-pub use capi_components::source::configmap::from_configmap as data_of;
+pub use capi_release_sources::configmap::from_configmap as data_of;
 
 /// One cached ConfigMap, read through the air-gapped source so both share one decoder.
 struct Single(ConfigMapData);
@@ -39,7 +37,7 @@ impl ConfigMapReader for Single {
 
 /// Name of the cache ConfigMap of a provider's version (DNS-1123: lower case, `+` replaced).
 pub fn cache_name(p: &AnyProvider, version: &str) -> String {
-    capi_components::airgap::dns_name(&format!(
+    capi_release_sources::airgap::dns_name(&format!(
         "{}-{}-{}",
         p.provider_type.word(),
         p.name(),
@@ -53,7 +51,7 @@ pub struct ReleaseCache {
 }
 
 /// A fetched release, from the cache or the source.
-pub type Release = capi_components::source::Release;
+pub type Release = capi_release_sources::Release;
 
 impl ReleaseCache {
     /// The cache in `namespace`.
@@ -114,7 +112,7 @@ impl ReleaseCache {
         let mut labels = BTreeMap::new();
         labels.insert(RELEASE_CACHE_LABEL.to_string(), "true".to_string());
         labels.insert(CONFIGMAP_VERSION_LABEL.to_string(), release.version.clone());
-        let (data, binary, mut annotations) = capi_components::airgap::release_data(release)?;
+        let (data, binary, mut annotations) = capi_release_sources::airgap::release_data(release)?;
         annotations.insert(RELEASE_SOURCE_ANNOTATION.to_string(), key.to_string());
         let cm = ConfigMap {
             metadata: ObjectMeta {
@@ -144,15 +142,6 @@ impl ReleaseCache {
             Err(e) => Err(kube_to_source("the release cache", e)),
         }
     }
-}
-
-/// The selector query of a provider's fetchConfig.selector, if it has one.
-pub fn selector_query(p: &AnyProvider) -> Option<String> {
-    p.spec
-        .fetch_config
-        .as_ref()
-        .and_then(|f| f.selector.as_ref())
-        .map(labels::to_query)
 }
 
 /// Whether a ConfigMap with `labels` in `namespace` is one `p` reads (its selector or its
@@ -185,171 +174,40 @@ pub fn reads_secret(p: &AnyProvider, namespace: &str, name: &str) -> bool {
         && p.spec.secret_namespace.as_deref().unwrap_or(p.namespace()) == namespace
 }
 
-/// The components file a provider's release uses when the source does not name one.
-pub fn default_components_file(t: ProviderType, name: &str) -> String {
-    capi_components::defaults::components_file(t, name).to_string()
-}
-
-/// A release source of any kind.
-pub enum AnySource {
-    /// The air-gapped layout: ConfigMaps picked by fetchConfig.selector.
-    ConfigMaps(ConfigMapSource<KubeConfigMaps>),
-    /// GitHub (or GitHub Enterprise) releases.
-    GitHub(GitHubSource),
-    /// GitLab generic packages.
-    GitLab(GitLabSource),
-    /// An OCI registry (one artifact per version).
-    Oci(Box<OciSource>),
-}
-
-impl AnySource {
-    /// The kind of source, for metrics.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            AnySource::ConfigMaps(_) => "configmap",
-            AnySource::GitHub(_) => "github",
-            AnySource::GitLab(_) => "gitlab",
-            AnySource::Oci(_) => "oci",
-        }
-    }
-}
-
-impl ReleaseSource for AnySource {
-    async fn list_versions(&self) -> Result<Vec<String>, SourceError> {
-        match self {
-            AnySource::ConfigMaps(s) => s.list_versions().await,
-            AnySource::GitHub(s) => s.list_versions().await,
-            AnySource::GitLab(s) => s.list_versions().await,
-            AnySource::Oci(s) => s.list_versions().await,
-        }
-    }
-
-    async fn fetch_file(&self, version: &str, file: &str) -> Result<Vec<u8>, SourceError> {
-        match self {
-            AnySource::ConfigMaps(s) => s.fetch_file(version, file).await,
-            AnySource::GitHub(s) => s.fetch_file(version, file).await,
-            AnySource::GitLab(s) => s.fetch_file(version, file).await,
-            AnySource::Oci(s) => s.fetch_file(version, file).await,
-        }
-    }
-}
-
-/// The source chosen for a provider and how to read it.
-pub struct Chosen {
-    /// The source.
-    pub source: AnySource,
-    /// The components file to fetch.
-    pub components_file: String,
-    /// The version a fetch URL names (used when spec.version is empty).
-    pub url_version: Option<String>,
-    /// Identifies the remote source (no credentials) for the release cache: a cached release
-    /// is used only while the provider still fetches from the same place. `None` for sources
-    /// in the cluster, which are not cached.
-    pub cache_key: Option<String>,
-}
+/// The source chosen for a provider and how to read it (its cache key identifies the remote
+/// source for the release cache; `None` for the ConfigMaps in the cluster, which are not cached).
+pub type Chosen = ProviderSource<KubeConfigMaps>;
 
 /// Chooses the source of `p` from its fetchConfig (or the default repository of a well-known
-/// provider). `vars` are the provider Secret's data (tokens, registry credentials).
+/// provider). `vars` are the provider Secret's data (tokens, registry credentials); the
+/// operator's own GitHub API URL and token apply when the provider names none.
 pub fn choose(
     ctx: &super::Ctx,
     p: &AnyProvider,
     vars: &BTreeMap<String, String>,
 ) -> Result<Chosen, String> {
-    let fetch = p.spec.fetch_config.as_ref();
-    if let Some(query) = selector_query(p) {
-        return Ok(Chosen {
-            source: AnySource::ConfigMaps(ConfigMapSource::new(KubeConfigMaps::new(
-                ctx.client.clone(),
-                p.namespace(),
-                query,
-            ))),
-            components_file: default_components_file(p.provider_type, p.name()),
-            url_version: None,
-            cache_key: None,
-        });
-    }
-    if let Some(oci) = fetch.and_then(|f| f.oci.as_deref()) {
-        let reference =
-            OciReference::parse(oci).map_err(|e| format!("fetchConfig.oci {oci:?}: {e}"))?;
-        let credentials = OciCredentials::from_lookup(|k| vars.get(k).cloned());
-        let source = OciSource::for_provider(
-            &reference,
-            p.provider_type,
-            p.name(),
-            credentials,
-            OciConfig::default(),
-        )
-        .map_err(|e| format!("fetchConfig.oci {oci:?}: {e}"))?;
-        return Ok(Chosen {
-            source: AnySource::Oci(Box::new(source)),
-            components_file: default_components_file(p.provider_type, p.name()),
-            // A tagged reference names the release; otherwise spec.version (or the newest tag).
-            url_version: reference.tag.clone(),
-            cache_key: Some(format!("oci {}", reference.name())),
-        });
-    }
-    let url = match fetch.and_then(|f| f.url.clone()) {
-        Some(u) => u,
-        None => {
-            let d = capi_components::defaults::default_repository(p.provider_type, p.name())
-                .ok_or_else(|| {
-                    format!(
-                        "{} {:?} has no default repository; set spec.fetchConfig",
-                        p.provider_type.kind(),
-                        p.name()
-                    )
-                })?;
-            format!(
-                "https://github.com/{}/releases/latest/{}",
-                d.repository, d.components_file
-            )
-        }
-    };
-    if GitLabUrl::looks_like(&url) {
-        let u = GitLabUrl::parse(&url).map_err(|e| e.to_string())?;
-        let token = vars.get("GITLAB_ACCESS_TOKEN").cloned();
-        return Ok(Chosen {
-            components_file: u.file.clone(),
-            url_version: Some(u.version.clone()),
-            cache_key: Some(format!(
-                "gitlab {}/{}/{}/{}",
-                u.base, u.project, u.package, u.file
-            )),
-            source: AnySource::GitLab(
-                GitLabSource::new(&u, token, HttpConfig::default()).map_err(|e| e.to_string())?,
-            ),
-        });
-    }
-    let u = GitHubUrl::parse_with_default_file(
-        &url,
-        &default_components_file(p.provider_type, p.name()),
+    source_for_provider(
+        ProviderRef {
+            provider_type: p.provider_type,
+            name: p.name(),
+            namespace: p.namespace(),
+        },
+        p.spec.fetch_config.as_ref(),
+        |k| vars.get(k).cloned(),
+        &SourceSettings {
+            github_api_url: ctx.opts.github_api_url.as_deref(),
+            github_token: ctx.opts.github_token.as_deref(),
+            allow_http_urls: false,
+        },
+        |namespace, query| Some(KubeConfigMaps::new(ctx.client.clone(), namespace, query)),
     )
-    .map_err(|e| e.to_string())?;
-    let api = ctx
-        .opts
-        .github_api_url
-        .clone()
-        .unwrap_or_else(|| u.default_api());
-    // The provider Secret's token wins over the operator's own.
-    let token = vars
-        .get("GITHUB_TOKEN")
-        .cloned()
-        .filter(|t| !t.is_empty())
-        .or_else(|| ctx.opts.github_token.clone());
-    let source = GitHubSource::new(&api, &u.owner, &u.repo, token, HttpConfig::default())
-        .map_err(|e| e.to_string())?;
-    Ok(Chosen {
-        source: AnySource::GitHub(source),
-        cache_key: Some(format!("github {api} {}/{} {}", u.owner, u.repo, u.file)),
-        components_file: u.file,
-        url_version: u.version,
-    })
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capi_operator_api::{ConfigMapReference, ProviderSpec};
+    use capi_operator_api::{ConfigMapReference, ProviderSpec, ProviderType};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta as Meta;
 
     fn provider(t: ProviderType, ns: &str, name: &str) -> AnyProvider {

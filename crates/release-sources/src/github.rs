@@ -293,7 +293,7 @@ impl ReleaseSource for GitHubSource {
             let releases: Vec<ReleaseJson> = parse_json(&url, &resp.body)?;
             for r in releases {
                 if r.draft
-                    || crate::version::parse(&r.tag_name).is_none()
+                    || capi_components::version::parse(&r.tag_name).is_none()
                     || out.contains(&r.tag_name)
                 {
                     continue;

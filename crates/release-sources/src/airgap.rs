@@ -3,7 +3,7 @@
 //! `provider.cluster.x-k8s.io/version`, components gzip-compressed into `binaryData` (annotation
 //! `provider.cluster.x-k8s.io/compressed: "true"`) when the release is larger than 1 MiB. The
 //! labels name the provider, so `fetchConfig.selector` can pick its ConfigMaps. This is the
-//! inverse of [`crate::source::configmap`].
+//! inverse of [`crate::configmap`].
 
 use std::{collections::BTreeMap, io::Write};
 
@@ -14,7 +14,7 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
 };
 
-use crate::source::{Release, SourceError};
+use crate::{Release, SourceError};
 
 /// Label naming the provider a release ConfigMap belongs to.
 pub const NAME_LABEL: &str = "provider.cluster.x-k8s.io/name";
@@ -139,7 +139,7 @@ pub fn release_configmap(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::{
+    use crate::{
         ReleaseSource,
         configmap::{ConfigMapData, ConfigMapReader, ConfigMapSource, from_configmap},
         fetch_release,

@@ -7,12 +7,12 @@
 
 use std::time::Duration;
 
-use capi_components::source::{
+use capi_fake_remotes::{FakeServer, OversizedBody, ReleaseTree};
+use capi_release_sources::{
     ReleaseSource, SourceError, fetch_release,
     gitlab::{GitLabSource, GitLabUrl},
     http::HttpConfig,
 };
-use capi_fake_remotes::{FakeServer, OversizedBody, ReleaseTree};
 
 const PROJECT: &str = "platform/capi";
 const PACKAGE: &str = "infra-widget";

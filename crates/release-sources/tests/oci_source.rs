@@ -13,7 +13,8 @@ use std::{
     time::Duration,
 };
 
-use capi_components::source::{
+use capi_operator_api::ProviderType;
+use capi_release_sources::{
     ReleaseSource, SourceError, fetch_release,
     http::HttpConfig,
     oci::{
@@ -21,7 +22,6 @@ use capi_components::source::{
         TITLE_ANNOTATION, push_artifact,
     },
 };
-use capi_operator_api::ProviderType;
 use oci_support::{Auth, Reply, Request, TempDir, TestRegistry, TinyServer, TokenService};
 use sha2::{Digest, Sha256};
 

@@ -176,7 +176,7 @@ mod tests {
     use std::io::Write;
 
     use super::*;
-    use crate::source::fetch_release;
+    use crate::fetch_release;
 
     struct Fixed(Vec<ConfigMapData>);
     impl ConfigMapReader for Fixed {

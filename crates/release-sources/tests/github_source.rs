@@ -7,12 +7,12 @@
 
 use std::time::Duration;
 
-use capi_components::source::{
+use capi_fake_remotes::{FakeServer, HostKind, OversizedBody, ReleaseTree};
+use capi_release_sources::{
     ReleaseSource, SourceError, fetch_release,
     github::{GITHUB_API, GitHubSource, GitHubUrl},
     http::HttpConfig,
 };
-use capi_fake_remotes::{FakeServer, HostKind, OversizedBody, ReleaseTree};
 
 const REPO: &str = "acme/widget";
 const LABEL: &str = "core-widget";

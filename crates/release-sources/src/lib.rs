@@ -1,5 +1,13 @@
-//! Release sources. Every source answers two questions through [`ReleaseSource`]: which versions
-//! exist, and what a file of one version holds. [`Source`] dispatches over the concrete kinds.
+//! Release sources: where Cluster API provider releases come from. Every source answers two
+//! questions through [`ReleaseSource`]: which versions exist, and what a file of one version
+//! holds. The concrete kinds are GitHub releases ([`github`]), GitLab generic packages
+//! ([`gitlab`]), OCI artifacts ([`oci`]), clusterctl's local-repository layout ([`local`]) and the
+//! air-gapped ConfigMaps ([`configmap`], written by [`airgap`]); [`any::AnySource`] dispatches
+//! over them, and [`fetch_config::source_for_provider`] is the one mapping from a provider's
+//! fetchConfig to its source, shared by the operator and the kubectl plugin.
+//!
+//! This is the only crate of the workspace with network code for releases; the components
+//! engine (`capi-components`) renders what it fetches.
 
 use std::future::Future;
 
@@ -72,24 +80,18 @@ pub trait ReleaseSource: Send + Sync {
     ) -> impl Future<Output = Result<Vec<u8>, SourceError>> + Send;
 }
 
+pub mod airgap;
 pub mod any;
 pub mod configmap;
+pub mod fetch_config;
 pub mod github;
 pub mod gitlab;
 pub mod http;
 pub mod local;
 pub mod oci;
 
-/// A fetched release: its version, metadata.yaml and components text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Release {
-    /// The version (tag) fetched.
-    pub version: String,
-    /// metadata.yaml text.
-    pub metadata: String,
-    /// Components text, before substitution.
-    pub components: String,
-}
+/// A fetched release: its version, metadata.yaml and components text (the engine's type).
+pub use capi_components::release::Release;
 
 fn utf8(what: &str, bytes: Vec<u8>) -> Result<String, SourceError> {
     String::from_utf8(bytes).map_err(|_| SourceError::Invalid(format!("{what} is not UTF-8 text")))
@@ -106,7 +108,7 @@ pub async fn fetch_release<S: ReleaseSource>(
         None => {
             let tags = source.list_versions().await?;
             let mut found = None;
-            for candidate in crate::version::latest_candidates(&tags) {
+            for candidate in capi_components::version::latest_candidates(&tags) {
                 match source.fetch_file(&candidate, "metadata.yaml").await {
                     Ok(m) => {
                         found = Some((candidate, m));

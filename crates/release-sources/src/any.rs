@@ -1,7 +1,7 @@
 //! One release source of any kind, dispatching to the concrete sources, so callers that pick a
 //! source at run time (the operator from a provider's fetchConfig, the kubectl plugin from the
-//! command line) share one type. The ConfigMap source is generic over its reader, which lives
-//! with the caller's Kubernetes client.
+//! command line, both through [`crate::fetch_config::source_for_provider`]) share one type. The
+//! ConfigMap source is generic over its reader, which lives with the caller's Kubernetes client.
 
 use super::{
     ReleaseSource, SourceError,
@@ -24,6 +24,19 @@ pub enum AnySource<R> {
     Oci(Box<OciSource>),
     /// ConfigMaps picked by a fetchConfig.selector.
     ConfigMaps(ConfigMapSource<R>),
+}
+
+impl<R> AnySource<R> {
+    /// The kind of source, for metrics and messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AnySource::Local(_) => "local",
+            AnySource::GitHub(_) => "github",
+            AnySource::GitLab(_) => "gitlab",
+            AnySource::Oci(_) => "oci",
+            AnySource::ConfigMaps(_) => "configmap",
+        }
+    }
 }
 
 impl<R: ConfigMapReader> ReleaseSource for AnySource<R> {
