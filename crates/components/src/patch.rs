@@ -3,6 +3,11 @@
 //! `patches` and the legacy `manifestPatches`. Objects are plain JSON values; there is no
 //! Kubernetes client here.
 //!
+//! The RFC algorithms are the `json-patch` crate's (and its `jsonptr`'s for pointers). What is
+//! ours: reading patch texts with messages that say what is wrong, naming why an operation
+//! failed, atomic application, `test`'s equality as RFC 6902 defines it (see [`json_equal`]),
+//! label selectors, and the selection of the objects a patch applies to.
+//!
 //! Where this deliberately differs from the Go cluster-api-operator:
 //!
 //! - **manifestPatches**: Go compares the patch's `apiVersion` in a way that makes a patch
@@ -15,34 +20,24 @@
 //!   core group and `namespace: ""` selects cluster-scoped objects, as the API documents.
 //! - A patch that matches no object is not an error (in both), but is logged here.
 
-use std::{collections::HashSet, fmt};
+use std::{collections::HashSet, fmt, slice};
 
 use capi_operator_api::{PatchSelector, TargetedPatch};
+use json_patch::{
+    AddOperation, CopyOperation, MoveOperation, PatchErrorKind, PatchOperation, RemoveOperation,
+    ReplaceOperation, TestOperation,
+    jsonptr::{self, PointerBuf, index::OutOfBoundsError, resolve::ResolveError},
+};
 use serde_json::{Map, Value};
 
 // ---------------------------------------------------------------------------------------------
 // RFC 7396 merge patch
 // ---------------------------------------------------------------------------------------------
 
-/// Applies an RFC 7396 JSON merge patch: mappings merge recursively, `null` removes a member,
-/// anything else (arrays included) replaces the target. It cannot fail.
+/// Applies an RFC 7396 JSON merge patch (the `json-patch` crate's): mappings merge recursively,
+/// `null` removes a member, anything else (arrays included) replaces the target. It cannot fail.
 pub fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(members) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    if let Value::Object(t) = target {
-        for (k, v) in members {
-            if v.is_null() {
-                t.remove(k);
-            } else {
-                merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-    }
+    json_patch::merge(target, patch);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -60,75 +55,46 @@ pub enum PointerError {
     BadEscape(String),
 }
 
-/// A parsed RFC 6901 JSON pointer: `""` is the whole document, `/a/b` member `b` of member `a`;
-/// `~1` stands for `/` and `~0` for `~` inside a token.
+/// A parsed RFC 6901 JSON pointer (a `jsonptr` one, with our errors): `""` is the whole
+/// document, `/a/b` member `b` of member `a`; `~1` stands for `/` and `~0` for `~` inside a
+/// token.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pointer {
-    text: String,
-    tokens: Vec<String>,
-}
+pub struct Pointer(PointerBuf);
 
 impl Pointer {
     /// Parses a pointer.
     pub fn parse(text: &str) -> Result<Pointer, PointerError> {
-        if text.is_empty() {
-            return Ok(Pointer {
-                text: String::new(),
-                tokens: Vec::new(),
-            });
+        match jsonptr::Pointer::parse(text) {
+            Ok(p) => Ok(Pointer(p.to_buf())),
+            Err(jsonptr::ParseError::NoLeadingSlash) => {
+                Err(PointerError::NoLeadingSlash(text.to_string()))
+            }
+            Err(jsonptr::ParseError::InvalidEncoding { .. }) => {
+                Err(PointerError::BadEscape(text.to_string()))
+            }
         }
-        let rest = text
-            .strip_prefix('/')
-            .ok_or_else(|| PointerError::NoLeadingSlash(text.to_string()))?;
-        let tokens = rest
-            .split('/')
-            .map(unescape)
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| PointerError::BadEscape(text.to_string()))?;
-        Ok(Pointer {
-            text: text.to_string(),
-            tokens,
-        })
     }
 
     /// The pointer as written.
     pub fn as_str(&self) -> &str {
-        &self.text
+        self.0.as_str()
     }
 
     /// The unescaped reference tokens.
-    pub fn tokens(&self) -> &[String] {
-        &self.tokens
+    pub fn tokens(&self) -> Vec<String> {
+        self.0.tokens().map(|t| t.decoded().into_owned()).collect()
     }
 
     /// The value the pointer refers to in `doc`, if any.
     pub fn get<'a>(&self, doc: &'a Value) -> Option<&'a Value> {
-        resolve(doc, &self.tokens).ok()
+        self.0.resolve(doc).ok()
     }
 }
 
 impl fmt::Display for Pointer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(self.as_str())
     }
-}
-
-fn unescape(token: &str) -> Option<String> {
-    // Decoding character by character makes "~01" become "~1" (not "/"), as RFC 6901 requires.
-    let mut out = String::with_capacity(token.len());
-    let mut chars = token.chars();
-    while let Some(c) = chars.next() {
-        if c == '~' {
-            match chars.next() {
-                Some('0') => out.push('~'),
-                Some('1') => out.push('/'),
-                _ => return None,
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    Some(out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -201,263 +167,182 @@ pub enum JsonPatchError {
     },
 }
 
-/// One RFC 6902 operation.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Operation {
-    /// Adds (or replaces) a member, inserts into a list, or appends with `-`.
-    Add {
-        /// Where.
-        path: Pointer,
-        /// What.
-        value: Value,
-    },
-    /// Removes an existing member or list element.
-    Remove {
-        /// Where.
-        path: Pointer,
-    },
-    /// Replaces an existing value.
-    Replace {
-        /// Where.
-        path: Pointer,
-        /// The new value.
-        value: Value,
-    },
-    /// Removes a value and adds it elsewhere.
-    Move {
-        /// Where the value is.
-        from: Pointer,
-        /// Where it goes.
-        path: Pointer,
-    },
-    /// Adds a copy of a value elsewhere.
-    Copy {
-        /// Where the value is.
-        from: Pointer,
-        /// Where the copy goes.
-        path: Pointer,
-    },
-    /// Fails unless the value at the path equals the given one.
-    Test {
-        /// Where.
-        path: Pointer,
-        /// The expected value.
-        value: Value,
-    },
-}
-
-impl fmt::Display for Operation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Operation::Add { path, .. } => write!(f, "add {path}"),
-            Operation::Remove { path } => write!(f, "remove {path}"),
-            Operation::Replace { path, .. } => write!(f, "replace {path}"),
-            Operation::Move { from, path } => write!(f, "move from {from} to {path}"),
-            Operation::Copy { from, path } => write!(f, "copy from {from} to {path}"),
-            Operation::Test { path, .. } => write!(f, "test {path}"),
+/// Reads one operation into the crate's type. Its serde decoding accepts the same operations,
+/// but its messages are serde's (``missing field `path` ``) and do not say which operation.
+fn decode_operation(index: usize, v: &Value) -> Result<PatchOperation, JsonPatchError> {
+    let malformed = |reason: String| JsonPatchError::Malformed { index, reason };
+    let m = v
+        .as_object()
+        .ok_or_else(|| malformed("an operation must be a mapping".into()))?;
+    let pointer = |member: &str| -> Result<PointerBuf, JsonPatchError> {
+        let text = m
+            .get(member)
+            .ok_or_else(|| malformed(format!("it has no {member:?}")))?
+            .as_str()
+            .ok_or_else(|| malformed(format!("{member:?} must be a string")))?;
+        Pointer::parse(text)
+            .map(|p| p.0)
+            .map_err(|e| malformed(e.to_string()))
+    };
+    // A present `value: null` is a real value; only a missing member is an error.
+    let value = || {
+        m.get("value")
+            .cloned()
+            .ok_or_else(|| malformed("it has no \"value\"".into()))
+    };
+    let op = m
+        .get("op")
+        .and_then(Value::as_str)
+        .ok_or_else(|| malformed("it has no \"op\" string".into()))?;
+    Ok(match op {
+        "add" => PatchOperation::Add(AddOperation {
+            path: pointer("path")?,
+            value: value()?,
+        }),
+        "remove" => PatchOperation::Remove(RemoveOperation {
+            path: pointer("path")?,
+        }),
+        "replace" => PatchOperation::Replace(ReplaceOperation {
+            path: pointer("path")?,
+            value: value()?,
+        }),
+        "move" => PatchOperation::Move(MoveOperation {
+            from: pointer("from")?,
+            path: pointer("path")?,
+        }),
+        "copy" => PatchOperation::Copy(CopyOperation {
+            from: pointer("from")?,
+            path: pointer("path")?,
+        }),
+        "test" => PatchOperation::Test(TestOperation {
+            path: pointer("path")?,
+            value: value()?,
+        }),
+        other => {
+            return Err(malformed(format!(
+                "unknown op {other:?} (expected add, remove, replace, move, copy or test)"
+            )));
         }
-    }
-}
-
-impl Operation {
-    fn decode(index: usize, v: &Value) -> Result<Operation, JsonPatchError> {
-        let malformed = |reason: String| JsonPatchError::Malformed { index, reason };
-        let m = v
-            .as_object()
-            .ok_or_else(|| malformed("an operation must be a mapping".into()))?;
-        let pointer = |member: &str| -> Result<Pointer, JsonPatchError> {
-            let text = m
-                .get(member)
-                .ok_or_else(|| malformed(format!("it has no {member:?}")))?
-                .as_str()
-                .ok_or_else(|| malformed(format!("{member:?} must be a string")))?;
-            Pointer::parse(text).map_err(|e| malformed(e.to_string()))
-        };
-        // A present `value: null` is a real value; only a missing member is an error.
-        let value = || {
-            m.get("value")
-                .cloned()
-                .ok_or_else(|| malformed("it has no \"value\"".into()))
-        };
-        let op = m
-            .get("op")
-            .and_then(Value::as_str)
-            .ok_or_else(|| malformed("it has no \"op\" string".into()))?;
-        Ok(match op {
-            "add" => Operation::Add {
-                path: pointer("path")?,
-                value: value()?,
-            },
-            "remove" => Operation::Remove {
-                path: pointer("path")?,
-            },
-            "replace" => Operation::Replace {
-                path: pointer("path")?,
-                value: value()?,
-            },
-            "move" => Operation::Move {
-                from: pointer("from")?,
-                path: pointer("path")?,
-            },
-            "copy" => Operation::Copy {
-                from: pointer("from")?,
-                path: pointer("path")?,
-            },
-            "test" => Operation::Test {
-                path: pointer("path")?,
-                value: value()?,
-            },
-            other => {
-                return Err(malformed(format!(
-                    "unknown op {other:?} (expected add, remove, replace, move, copy or test)"
-                )));
-            }
-        })
-    }
-
-    fn apply(&self, doc: &mut Value) -> Result<(), OpFailure> {
-        match self {
-            Operation::Add { path, value } => add(doc, path.tokens(), value.clone()),
-            Operation::Remove { path } => remove(doc, path.tokens()).map(drop),
-            Operation::Replace { path, value } => {
-                *resolve_mut(doc, path.tokens())? = value.clone();
-                Ok(())
-            }
-            Operation::Move { from, path } => {
-                let (f, p) = (from.tokens(), path.tokens());
-                if f.len() < p.len() && p.starts_with(f) {
-                    return Err(OpFailure::MoveIntoChild);
-                }
-                let v = remove(doc, f).map_err(from_failure)?;
-                add(doc, p, v)
-            }
-            Operation::Copy { from, path } => {
-                let v = resolve(doc, from.tokens()).map_err(from_failure)?.clone();
-                add(doc, path.tokens(), v)
-            }
-            Operation::Test { path, value } => {
-                if json_equal(resolve(doc, path.tokens())?, value) {
-                    Ok(())
-                } else {
-                    Err(OpFailure::TestFailed)
-                }
-            }
-        }
-    }
-}
-
-fn from_failure(f: OpFailure) -> OpFailure {
-    match f {
-        OpFailure::NotFound => OpFailure::FromNotFound,
-        other => other,
-    }
-}
-
-enum Index {
-    At(usize),
-    End,
-}
-
-fn list_index(token: &str) -> Result<Index, OpFailure> {
-    if token == "-" {
-        return Ok(Index::End);
-    }
-    let digits = !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit());
-    if !digits || (token.len() > 1 && token.starts_with('0')) {
-        return Err(OpFailure::BadIndex(token.to_string()));
-    }
-    token
-        .parse()
-        .map(Index::At)
-        .map_err(|_| OpFailure::BadIndex(token.to_string()))
-}
-
-fn existing_index(token: &str, len: usize) -> Result<usize, OpFailure> {
-    match list_index(token)? {
-        Index::End => Err(OpFailure::PastTheEnd),
-        Index::At(index) if index < len => Ok(index),
-        Index::At(index) => Err(OpFailure::OutOfBounds { index, len }),
-    }
-}
-
-fn resolve<'a>(doc: &'a Value, tokens: &[String]) -> Result<&'a Value, OpFailure> {
-    let mut cur = doc;
-    for t in tokens {
-        cur = match cur {
-            Value::Object(m) => m.get(t).ok_or(OpFailure::NotFound)?,
-            Value::Array(a) => &a[existing_index(t, a.len())?],
-            _ => return Err(OpFailure::NotFound),
-        };
-    }
-    Ok(cur)
-}
-
-fn resolve_mut<'a>(doc: &'a mut Value, tokens: &[String]) -> Result<&'a mut Value, OpFailure> {
-    let mut cur = doc;
-    for t in tokens {
-        cur = match cur {
-            Value::Object(m) => m.get_mut(t).ok_or(OpFailure::NotFound)?,
-            Value::Array(a) => {
-                let i = existing_index(t, a.len())?;
-                &mut a[i]
-            }
-            _ => return Err(OpFailure::NotFound),
-        };
-    }
-    Ok(cur)
-}
-
-fn parent_mut<'a>(doc: &'a mut Value, parent: &[String]) -> Result<&'a mut Value, OpFailure> {
-    resolve_mut(doc, parent).map_err(|e| match e {
-        OpFailure::NotFound => OpFailure::ParentNotFound,
-        other => other,
     })
 }
 
-fn add(doc: &mut Value, tokens: &[String], value: Value) -> Result<(), OpFailure> {
-    let Some((last, parent)) = tokens.split_last() else {
-        *doc = value;
-        return Ok(());
-    };
-    match parent_mut(doc, parent)? {
-        Value::Object(m) => {
-            m.insert(last.clone(), value);
-            Ok(())
-        }
-        Value::Array(a) => {
-            let index = match list_index(last)? {
-                Index::End => a.len(),
-                Index::At(i) => i,
-            };
-            if index > a.len() {
-                return Err(OpFailure::OutOfBounds {
-                    index,
-                    len: a.len(),
-                });
-            }
-            a.insert(index, value);
-            Ok(())
-        }
-        _ => Err(OpFailure::NotAContainer),
+/// An operation and its paths for messages, e.g. `move from /a to /b`; never its value.
+fn describe_operation(op: &PatchOperation) -> String {
+    match op {
+        PatchOperation::Add(o) => format!("add {}", o.path),
+        PatchOperation::Remove(o) => format!("remove {}", o.path),
+        PatchOperation::Replace(o) => format!("replace {}", o.path),
+        PatchOperation::Move(o) => format!("move from {} to {}", o.from, o.path),
+        PatchOperation::Copy(o) => format!("copy from {} to {}", o.from, o.path),
+        PatchOperation::Test(o) => format!("test {}", o.path),
     }
 }
 
-fn remove(doc: &mut Value, tokens: &[String]) -> Result<Value, OpFailure> {
-    let Some((last, parent)) = tokens.split_last() else {
-        return Err(OpFailure::RemoveRoot);
+/// Applies one operation. On failure `doc` may be half changed (the crate's `move` removes
+/// before it adds), so the caller works on a copy.
+fn apply_operation(doc: &mut Value, op: &PatchOperation) -> Result<(), OpFailure> {
+    if let PatchOperation::Test(t) = op {
+        // The crate compares with `==`, under which `1` and `1.0` differ; RFC 6902 section 4.6
+        // says numbers are equal when their values are.
+        let found = t
+            .path
+            .resolve(doc)
+            .map_err(|e| resolve_failure(&t.path, &e))?;
+        return if json_equal(found, &t.value) {
+            Ok(())
+        } else {
+            Err(OpFailure::TestFailed)
+        };
+    }
+    json_patch::patch_unsafe(doc, slice::from_ref(op)).map_err(|e| diagnose(doc, op, &e.kind))
+}
+
+/// Why `op` failed, which the crate says only as "path is invalid" or "\"from\" path is
+/// invalid". `doc` is as the failing step saw it: a failing operation changes nothing, except
+/// a `move` whose add fails after its remove, and that add saw the document as it is now.
+fn diagnose(doc: &Value, op: &PatchOperation, kind: &PatchErrorKind) -> OpFailure {
+    let from_failure = |f: OpFailure| match f {
+        OpFailure::NotFound => OpFailure::FromNotFound,
+        other => other,
     };
-    match resolve_mut(doc, parent)? {
-        Value::Object(m) => m.remove(last).ok_or(OpFailure::NotFound),
-        Value::Array(a) => {
-            let i = existing_index(last, a.len())?;
-            Ok(a.remove(i))
+    match (kind, op) {
+        (PatchErrorKind::CannotMoveInsideItself, _) => OpFailure::MoveIntoChild,
+        (PatchErrorKind::TestFailed, _) => OpFailure::TestFailed,
+        (PatchErrorKind::InvalidFromPointer, PatchOperation::Move(o)) => {
+            from_failure(removal_failure(doc, &o.from))
         }
-        _ => Err(OpFailure::NotFound),
+        (PatchErrorKind::InvalidFromPointer, PatchOperation::Copy(o)) => {
+            from_failure(lookup_failure(doc, &o.from))
+        }
+        (_, PatchOperation::Add(AddOperation { path, .. }))
+        | (_, PatchOperation::Move(MoveOperation { path, .. }))
+        | (_, PatchOperation::Copy(CopyOperation { path, .. })) => insertion_failure(doc, path),
+        (_, PatchOperation::Remove(o)) => removal_failure(doc, &o.path),
+        (_, op) => lookup_failure(doc, op.path()),
+    }
+}
+
+/// Why an existing value cannot be reached (the crate and `jsonptr` resolve alike, so `NotFound`
+/// for a path that resolves is only a fallback).
+fn lookup_failure(doc: &Value, path: &jsonptr::Pointer) -> OpFailure {
+    path.resolve(doc)
+        .map_or_else(|e| resolve_failure(path, &e), |_| OpFailure::NotFound)
+}
+
+/// Why a value cannot be removed.
+fn removal_failure(doc: &Value, path: &jsonptr::Pointer) -> OpFailure {
+    if path.is_root() {
+        OpFailure::RemoveRoot
+    } else {
+        lookup_failure(doc, path)
+    }
+}
+
+/// Why a value cannot be added at `path`: its parent must exist and, when it is a list, the last
+/// token must be an index up to the length, or `-`.
+fn insertion_failure(doc: &Value, path: &jsonptr::Pointer) -> OpFailure {
+    let Some((parent, last)) = path.split_back() else {
+        return OpFailure::NotFound;
+    };
+    match parent.resolve(doc) {
+        Err(e) => match resolve_failure(parent, &e) {
+            OpFailure::NotFound => OpFailure::ParentNotFound,
+            other => other,
+        },
+        Ok(Value::Array(a)) => match last.to_index() {
+            Err(_) => OpFailure::BadIndex(last.decoded().into_owned()),
+            Ok(i) => match i.for_len_incl(a.len()) {
+                Err(OutOfBoundsError { index, length }) => {
+                    OpFailure::OutOfBounds { index, len: length }
+                }
+                Ok(_) => OpFailure::NotFound,
+            },
+        },
+        Ok(Value::Object(_)) => OpFailure::NotFound,
+        Ok(_) => OpFailure::NotAContainer,
+    }
+}
+
+fn resolve_failure(path: &jsonptr::Pointer, e: &ResolveError) -> OpFailure {
+    let token = || {
+        path.get(e.position())
+            .map(|t| t.decoded().into_owned())
+            .unwrap_or_default()
+    };
+    match e {
+        ResolveError::NotFound { .. } | ResolveError::Unreachable { .. } => OpFailure::NotFound,
+        ResolveError::FailedToParseIndex { .. } => OpFailure::BadIndex(token()),
+        ResolveError::OutOfBounds { .. } if token() == "-" => OpFailure::PastTheEnd,
+        ResolveError::OutOfBounds { source, .. } => OpFailure::OutOfBounds {
+            index: source.index,
+            len: source.length,
+        },
     }
 }
 
 /// Equality as RFC 6902's `test` defines it: numbers compare by value (`1` equals `1.0`),
-/// mappings regardless of member order.
+/// mappings regardless of member order. (The `json-patch` crate's `test` uses `==`, under which
+/// `1` and `1.0` differ.)
 pub fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
@@ -484,7 +369,7 @@ pub fn json_equal(a: &Value, b: &Value) -> bool {
 /// A decoded RFC 6902 JSON patch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JsonPatch {
-    operations: Vec<Operation>,
+    operations: Vec<PatchOperation>,
 }
 
 impl JsonPatch {
@@ -494,27 +379,28 @@ impl JsonPatch {
         let operations = list
             .iter()
             .enumerate()
-            .map(|(i, op)| Operation::decode(i, op))
+            .map(|(i, op)| decode_operation(i, op))
             .collect::<Result<_, _>>()?;
         Ok(JsonPatch { operations })
     }
 
-    /// The operations, in order.
-    pub fn operations(&self) -> &[Operation] {
+    /// The operations, in order (the `json-patch` crate's type).
+    pub fn operations(&self) -> &[PatchOperation] {
         &self.operations
     }
 
     /// Applies every operation in order. Atomic: when one fails, `doc` is left as it was.
     pub fn apply(&self, doc: &mut Value) -> Result<(), JsonPatchError> {
-        // Working on a copy is what makes the patch atomic; rendered objects are small.
+        // Working on a copy is what makes the patch atomic: the crate's own rollback
+        // (`json_patch::patch`) cannot restore the value of a `move` whose add failed after its
+        // remove. Rendered objects are small.
         let mut work = doc.clone();
         for (index, op) in self.operations.iter().enumerate() {
-            op.apply(&mut work)
-                .map_err(|failure| JsonPatchError::Failed {
-                    index,
-                    operation: op.to_string(),
-                    failure,
-                })?;
+            apply_operation(&mut work, op).map_err(|failure| JsonPatchError::Failed {
+                index,
+                operation: describe_operation(op),
+                failure,
+            })?;
         }
         *doc = work;
         Ok(())
@@ -1422,6 +1308,14 @@ mod tests {
                 None,
             ),
             (
+                // The crate removes the value before it fails to add it; the copy we work on keeps
+                // the document whole.
+                "move to a missing parent fails and keeps the value",
+                json!({"foo": 1}),
+                json!([{"op": "move", "from": "/foo", "path": "/nope/bar"}]),
+                None,
+            ),
+            (
                 "move from a missing path fails",
                 json!({"foo": 1}),
                 json!([{"op": "move", "from": "/nope", "path": "/bar"}]),
@@ -1567,6 +1461,94 @@ mod tests {
             p.apply(&mut json!({})).map_err(|e| e.to_string()),
             Err("operation [0] (move from /x to /y) failed: \"from\" path not found".into())
         );
+    }
+
+    #[test]
+    fn rfc6902_failures_say_why() {
+        let doc = json!({"s": "x", "l": [1, 2], "m": {"a": 1}});
+        // (operation, why it fails on doc)
+        let cases = [
+            (json!({"op": "remove", "path": "/m/b"}), OpFailure::NotFound),
+            (
+                json!({"op": "replace", "path": "/s/x", "value": 1}),
+                OpFailure::NotFound,
+            ),
+            (
+                json!({"op": "add", "path": "/n/a", "value": 1}),
+                OpFailure::ParentNotFound,
+            ),
+            (
+                json!({"op": "add", "path": "/s/a/b", "value": 1}),
+                OpFailure::ParentNotFound,
+            ),
+            (
+                json!({"op": "add", "path": "/s/a", "value": 1}),
+                OpFailure::NotAContainer,
+            ),
+            (
+                json!({"op": "add", "path": "/l/01", "value": 1}),
+                OpFailure::BadIndex("01".into()),
+            ),
+            (
+                json!({"op": "add", "path": "/l/+1", "value": 1}),
+                OpFailure::BadIndex("+1".into()),
+            ),
+            (
+                json!({"op": "add", "path": "/l/3", "value": 1}),
+                OpFailure::OutOfBounds { index: 3, len: 2 },
+            ),
+            (
+                json!({"op": "replace", "path": "/l/2", "value": 1}),
+                OpFailure::OutOfBounds { index: 2, len: 2 },
+            ),
+            (
+                json!({"op": "remove", "path": "/l/-"}),
+                OpFailure::PastTheEnd,
+            ),
+            (
+                json!({"op": "test", "path": "/l/-", "value": 1}),
+                OpFailure::PastTheEnd,
+            ),
+            (
+                json!({"op": "remove", "path": "/l/x"}),
+                OpFailure::BadIndex("x".into()),
+            ),
+            (json!({"op": "remove", "path": ""}), OpFailure::RemoveRoot),
+            (
+                json!({"op": "move", "from": "", "path": ""}),
+                OpFailure::RemoveRoot,
+            ),
+            (
+                json!({"op": "move", "from": "/m", "path": "/m/a/b"}),
+                OpFailure::MoveIntoChild,
+            ),
+            (
+                json!({"op": "copy", "from": "/l/5", "path": "/c"}),
+                OpFailure::OutOfBounds { index: 5, len: 2 },
+            ),
+            (
+                json!({"op": "copy", "from": "/m/b", "path": "/c"}),
+                OpFailure::FromNotFound,
+            ),
+            // The add of a move sees the list without the moved element.
+            (
+                json!({"op": "move", "from": "/l/0", "path": "/l/2"}),
+                OpFailure::OutOfBounds { index: 2, len: 1 },
+            ),
+            (
+                json!({"op": "test", "path": "/s", "value": "y"}),
+                OpFailure::TestFailed,
+            ),
+        ];
+        for (op, want) in cases {
+            let mut got = doc.clone();
+            let result = ops(json!([op])).apply(&mut got);
+            assert!(
+                matches!(&result, Err(JsonPatchError::Failed { failure, .. }) if *failure == want),
+                "{op}: {result:?}"
+            );
+            assert_eq!(got, doc, "{op}");
+        }
     }
 
     #[test]
