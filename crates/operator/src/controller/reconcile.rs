@@ -59,10 +59,10 @@ pub enum Error {
     Kube(#[from] kube::Error),
     /// The release source failed temporarily.
     #[error("{0}")]
-    Source(SourceError),
+    Source(#[source] SourceError),
     /// Applying failed temporarily.
     #[error("{0}")]
-    Apply(ApplyError),
+    Apply(#[source] ApplyError),
     /// A bug: the reconcile panicked. Caught so that one bad provider cannot take the
     /// operator (and every other provider) down; retried with backoff.
     #[error("internal error (panic) while reconciling: {0}")]
