@@ -64,6 +64,9 @@ pub mod reason {
     pub const INVALID_PATCHES: &str = "InvalidPatches";
     /// The apiserver refused an object, or a kind the release needs is not served.
     pub const APPLY_FAILED: &str = "ApplyFailed";
+    /// The release needs cert-manager's kinds (Certificate, Issuer) and the cluster does not
+    /// serve them; retried as soon as cert-manager's CRDs appear.
+    pub const CERT_MANAGER_NOT_INSTALLED: &str = "CertManagerNotInstalled";
     /// Applying is being retried after a temporary failure.
     pub const APPLY_RETRYING: &str = "ApplyRetrying";
     /// Components installed.

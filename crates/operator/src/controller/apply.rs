@@ -47,8 +47,15 @@ impl std::fmt::Display for ObjKey {
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     /// The cluster does not serve the object's kind (e.g. cert-manager is not installed).
-    #[error("the cluster does not serve {0} (is the CRD that defines it installed?)")]
-    MissingKind(String),
+    #[error("the cluster does not serve {kind}.{group}/{version} ({})", missing_kind_hint(.group))]
+    MissingKind {
+        /// API group of the kind.
+        group: String,
+        /// API version.
+        version: String,
+        /// The kind.
+        kind: String,
+    },
     /// The object is malformed.
     #[error("{0}")]
     Invalid(String),
@@ -68,10 +75,35 @@ pub enum ApplyError {
     Transient(#[from] kube::Error),
 }
 
+/// The API group of cert-manager's kinds (Certificate, Issuer), which providers' releases use
+/// for their webhook certificates.
+pub const CERT_MANAGER_GROUP: &str = "cert-manager.io";
+
+fn missing_kind_hint(group: &str) -> &'static str {
+    if group == CERT_MANAGER_GROUP {
+        "cert-manager is not installed: install it, e.g. with `kubectl capi-providers init`; the provider is retried as soon as its CRDs appear"
+    } else {
+        "is the CRD that defines it installed?"
+    }
+}
+
+fn missing_kind(gvk: &GroupVersionKind) -> ApplyError {
+    ApplyError::MissingKind {
+        group: gvk.group.clone(),
+        version: gvk.version.clone(),
+        kind: gvk.kind.clone(),
+    }
+}
+
 impl ApplyError {
     /// The condition reason of this failure.
     pub fn reason(&self) -> &'static str {
         use capi_operator_api::conditions::reason;
+        if let ApplyError::MissingKind { group, .. } = self
+            && group == CERT_MANAGER_GROUP
+        {
+            return reason::CERT_MANAGER_NOT_INSTALLED;
+        }
         if self.is_transient() {
             reason::APPLY_RETRYING
         } else {
@@ -248,18 +280,8 @@ impl Applier {
         }
         let (resource, caps) = match kube::discovery::pinned_kind(&self.client, gvk).await {
             Ok(x) => x,
-            Err(kube::Error::Api(s)) if s.code == 404 => {
-                return Err(ApplyError::MissingKind(format!(
-                    "{}.{}/{}",
-                    gvk.kind, gvk.group, gvk.version
-                )));
-            }
-            Err(kube::Error::Discovery(_)) => {
-                return Err(ApplyError::MissingKind(format!(
-                    "{}.{}/{}",
-                    gvk.kind, gvk.group, gvk.version
-                )));
-            }
+            Err(kube::Error::Api(s)) if s.code == 404 => return Err(missing_kind(gvk)),
+            Err(kube::Error::Discovery(_)) => return Err(missing_kind(gvk)),
             Err(e) => return Err(ApplyError::Transient(e)),
         };
         let r = Resolved {

@@ -27,6 +27,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Secret},
 };
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
     Api, Client, ResourceExt,
@@ -342,6 +343,15 @@ fn providers_where(ctx: &Ctx, wanted: impl Fn(&AnyProvider) -> bool) -> Vec<Targ
         .collect()
 }
 
+/// Whether a provider's last install stopped because cert-manager is missing.
+fn waits_for_cert_manager(p: &AnyProvider) -> bool {
+    p.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.reason == capi_operator_api::conditions::reason::CERT_MANAGER_NOT_INSTALLED)
+    })
+}
+
 /// One provider kind: the cache of its objects, read by every reconcile, and its controller,
 /// started once the shared context exists.
 struct KindController {
@@ -514,6 +524,24 @@ fn watch_inputs(ctx: &Arc<Ctx>, triggers: &Triggers, tasks: &mut Vec<Task>) {
             let (ns, name) = (m.namespace().unwrap_or_default(), m.name_any());
             let labels = m.metadata.labels.clone().unwrap_or_default();
             providers_where(&c, |p| source::reads_configmap(p, &ns, &name, &labels))
+        },
+    ));
+    // cert-manager installed after a provider that needs it: its CRDs appearing retry the
+    // providers waiting for it at once, instead of at the next configuration retry.
+    let crds = watcher(
+        Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()),
+        wc.clone(),
+    );
+    let c = ctx.clone();
+    tasks.push(route(
+        crds.default_backoff().touched_objects(),
+        triggers.clone(),
+        move |crd: &PartialObjectMeta<CustomResourceDefinition>| {
+            let suffix = format!(".{}", apply::CERT_MANAGER_GROUP);
+            if !crd.name_any().ends_with(&suffix) {
+                return Vec::new();
+            }
+            providers_where(&c, waits_for_cert_manager)
         },
     ));
     let cores = watcher(
