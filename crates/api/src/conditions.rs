@@ -20,6 +20,14 @@ pub const DELETING: &str = "Deleting";
 /// Informational: installing goes on and Ready is not blocked.
 pub const MANAGER_CONFIGURED: &str = "ManagerConfigured";
 
+/// kstatus: True while the operator works toward the spec (installing, upgrading, waiting for
+/// the Deployments, retrying a temporary failure, deleting); False once the spec is reached or
+/// progress needs a change. What Flux and `kubectl wait`-style tools read.
+pub const RECONCILING: &str = "Reconciling";
+/// kstatus: True when a configuration problem (or a manager that keeps crashing) stops
+/// progress until something changes; its reason and message are the problem's.
+pub const STALLED: &str = "Stalled";
+
 /// Every reason a condition or an event of the operator carries: one vocabulary for the
 /// conditions, the events and the metric labels.
 pub mod reason {
@@ -79,6 +87,12 @@ pub mod reason {
     pub const PRIVILEGED_OBJECTS: &str = "PrivilegedObjects";
     /// Deletion waits for other providers or custom resources.
     pub const DELETION_BLOCKED: &str = "DeletionBlocked";
+    /// The spec is reached (Reconciling False).
+    pub const RECONCILED: &str = "Reconciled";
+    /// Nothing stops progress (Stalled False).
+    pub const NOT_STALLED: &str = "NotStalled";
+    /// Progress waits for a change of the configuration (Reconciling False while Stalled).
+    pub const WAITING_FOR_CHANGE: &str = "WaitingForChange";
     /// Components are being removed.
     pub const DELETING: &str = "Deleting";
     /// The installed version changed.

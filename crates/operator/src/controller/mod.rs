@@ -8,6 +8,7 @@ pub mod conditions;
 #[cfg(test)]
 mod fake_api;
 pub mod install;
+pub mod kstatus;
 pub mod labels;
 pub mod preflight;
 pub mod readiness;

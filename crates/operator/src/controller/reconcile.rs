@@ -11,7 +11,9 @@ use std::{sync::Arc, time::Duration};
 use capi_components::render::RenderError;
 use capi_operator_api::{
     AnyProvider, FINALIZER, MANAGED_BY_ANNOTATION, Provider, ProviderStatus, ProviderType,
-    conditions::{DELETING, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, READY},
+    conditions::{
+        DELETING, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, READY, RECONCILING, STALLED,
+    },
 };
 use capi_release_sources::SourceError;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -33,7 +35,7 @@ use super::{
     Ctx, FIELD_MANAGER,
     apply::ApplyError,
     conditions::{self, Desired},
-    install, provider_key,
+    install, kstatus, provider_key,
 };
 
 /// The condition and event reasons, kept with the condition types in the API crate.
@@ -254,7 +256,18 @@ async fn install_and_report<P: Provider>(
     if let Outcome::VersionWritten = outcome {
         return Ok(Action::await_change());
     }
+    let ended = match &outcome {
+        Outcome::Problem(pb) => Some((false, pb.reason, pb.message.clone())),
+        Outcome::Transient(_, pb) => Some((true, pb.reason, pb.message.clone())),
+        Outcome::Done | Outcome::VersionWritten => None,
+    };
     let (action, err) = settle(outcome, &mut status, p, ctx);
+    let ended = match &ended {
+        None => kstatus::Ended::Installed,
+        Some((false, r, m)) => kstatus::Ended::Problem(r, m),
+        Some((true, r, m)) => kstatus::Ended::Retrying(r, m),
+    };
+    set_kstatus(&mut status, ended, p.metadata.generation);
     status.observed_generation = p.metadata.generation;
     ctx.opts.metrics.provider(
         p.provider_type.kind(),
@@ -273,6 +286,13 @@ async fn install_and_report<P: Provider>(
     match err {
         Some(e) => Err(e),
         None => Ok(action),
+    }
+}
+
+/// Sets the kstatus conditions from how the reconcile ended.
+fn set_kstatus(status: &mut ProviderStatus, ended: kstatus::Ended<'_>, generation: Option<i64>) {
+    for d in kstatus::conditions(status, ended) {
+        conditions::set(&mut status.conditions, &d, generation);
     }
 }
 
@@ -465,7 +485,13 @@ async fn publish_transitions<P: Provider>(
     old: &ProviderStatus,
     new: &ProviderStatus,
 ) {
-    for c in &new.conditions {
+    // Reconciling and Stalled restate the other conditions for kstatus; their transitions would
+    // only repeat an event already published.
+    for c in new
+        .conditions
+        .iter()
+        .filter(|c| c.type_ != RECONCILING && c.type_ != STALLED)
+    {
         let before = old.condition(&c.type_);
         if before.is_some_and(|b| b.status == c.status && b.reason == c.reason) {
             continue;
@@ -552,18 +578,14 @@ async fn delete<P: Provider>(
     let generation = p.metadata.generation;
     let blockers = deletion_blockers(ctx, p).await?;
     if !blockers.is_empty() {
-        conditions::set(
-            &mut status.conditions,
-            &Desired::failed(
-                DELETING,
-                reason::DELETION_BLOCKED,
-                format!(
-                    "deletion waits until these are gone: {}",
-                    blockers.join(", ")
-                ),
-            ),
-            generation,
+        let message = format!(
+            "deletion waits until these are gone: {}",
+            blockers.join(", ")
         );
+        let blocked = Desired::failed(DELETING, reason::DELETION_BLOCKED, message.clone());
+        conditions::set(&mut status.conditions, &blocked, generation);
+        let ended = kstatus::Ended::Deleting(reason::DELETION_BLOCKED, &message);
+        set_kstatus(&mut status, ended, generation);
         publish_transitions(obj, ctx, &old, &status).await;
         if status != old {
             write_status(api, p, &status).await?;
@@ -577,16 +599,15 @@ async fn delete<P: Provider>(
         .filter(|(k, _, _)| k.kind != "CustomResourceDefinition" && k.kind != "Namespace")
         .collect();
     if !left.is_empty() {
-        conditions::set(
-            &mut status.conditions,
-            &Desired::ok(
-                DELETING,
-                reason::DELETING,
-                format!(
-                    "removing {} installed objects (CRDs and the namespace are kept)",
-                    left.len()
-                ),
-            ),
+        let message = format!(
+            "removing {} installed objects (CRDs and the namespace are kept)",
+            left.len()
+        );
+        let deleting = Desired::ok(DELETING, reason::DELETING, message.clone());
+        conditions::set(&mut status.conditions, &deleting, generation);
+        set_kstatus(
+            &mut status,
+            kstatus::Ended::Deleting(reason::DELETING, &message),
             generation,
         );
         publish_transitions(obj, ctx, &old, &status).await;

@@ -208,6 +208,19 @@ async fn install_applies_owned_objects_and_the_status_once()
     // No Deployment in the caches yet: not Ready, and it says why.
     let ready = condition(&status, "Ready").ok_or("no Ready")?;
     assert_eq!(ready["reason"], reason::NO_DEPLOYMENT);
+    // kstatus: still progressing, not stalled.
+    let reconciling = condition(&status, "Reconciling").ok_or("no Reconciling")?;
+    assert_eq!(
+        (
+            reconciling["status"].as_str(),
+            reconciling["reason"].as_str()
+        ),
+        (Some("True"), Some(reason::NO_DEPLOYMENT))
+    );
+    assert_eq!(
+        condition(&status, "Stalled").ok_or("no Stalled")?["status"],
+        "False"
+    );
     Ok(())
 }
 
@@ -251,6 +264,15 @@ async fn a_missing_secret_is_a_condition_and_an_event_not_an_install()
     let status = applied_status(&fake)?;
     let installed = condition(&status, "ProviderInstalled").ok_or("no ProviderInstalled")?;
     assert_eq!(installed["reason"], reason::SECRET_NOT_FOUND);
+    let stalled = condition(&status, "Stalled").ok_or("no Stalled")?;
+    assert_eq!(
+        (stalled["status"].as_str(), stalled["reason"].as_str()),
+        (Some("True"), Some(reason::SECRET_NOT_FOUND))
+    );
+    assert_eq!(
+        condition(&status, "Reconciling").ok_or("no Reconciling")?["status"],
+        "False"
+    );
     assert!(
         installed["message"]
             .as_str()
