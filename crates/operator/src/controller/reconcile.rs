@@ -558,38 +558,25 @@ async fn deletion_blockers(ctx: &Ctx, p: &AnyProvider) -> Result<Vec<String>, ku
     Ok(out)
 }
 
+/// Deletion: wait while something blocks it, remove the installed components, then release
+/// the finalizer.
 async fn delete<P: Provider>(
     obj: &P,
     p: &AnyProvider,
     api: &Api<P>,
     ctx: &Ctx,
 ) -> Result<Action, Error> {
-    if !p
-        .metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .any(|f| f == FINALIZER)
-    {
+    if !has_finalizer(p) {
         return Ok(Action::await_change());
     }
-    let old = p.status.clone().unwrap_or_default();
-    let mut status = old.clone();
-    let generation = p.metadata.generation;
     let blockers = deletion_blockers(ctx, p).await?;
     if !blockers.is_empty() {
         let message = format!(
             "deletion waits until these are gone: {}",
             blockers.join(", ")
         );
-        let blocked = Desired::failed(DELETING, reason::DELETION_BLOCKED, message.clone());
-        conditions::set(&mut status.conditions, &blocked, generation);
-        let ended = kstatus::Ended::Deleting(reason::DELETION_BLOCKED, &message);
-        set_kstatus(&mut status, ended, generation);
-        publish_transitions(obj, ctx, &old, &status).await;
-        if status != old {
-            write_status(api, p, &status).await?;
-        }
+        let blocked = Desired::failed(DELETING, reason::DELETION_BLOCKED, message);
+        report_deletion(obj, p, api, ctx, blocked).await?;
         return Ok(Action::requeue(Duration::from_secs(5)));
     }
     let left: Vec<_> = ctx
@@ -603,21 +590,43 @@ async fn delete<P: Provider>(
             "removing {} installed objects (CRDs and the namespace are kept)",
             left.len()
         );
-        let deleting = Desired::ok(DELETING, reason::DELETING, message.clone());
-        conditions::set(&mut status.conditions, &deleting, generation);
-        set_kstatus(
-            &mut status,
-            kstatus::Ended::Deleting(reason::DELETING, &message),
-            generation,
-        );
-        publish_transitions(obj, ctx, &old, &status).await;
-        if status != old {
-            write_status(api, p, &status).await?;
-        }
+        let deleting = Desired::ok(DELETING, reason::DELETING, message);
+        report_deletion(obj, p, api, ctx, deleting).await?;
         ctx.applier.delete_all(&left).await.map_err(Error::Apply)?;
         // The caches report the deletions; the watch events bring the next pass.
         return Ok(Action::requeue(Duration::from_secs(5)));
     }
+    release_finalizer(api, p).await?;
+    info!(provider = %provider_key(p), "components removed; finalizer released");
+    ctx.opts
+        .metrics
+        .forget(p.provider_type.kind(), p.namespace(), p.name());
+    Ok(Action::await_change())
+}
+
+/// Writes the Deleting condition (and kstatus) when it changed.
+async fn report_deletion<P: Provider>(
+    obj: &P,
+    p: &AnyProvider,
+    api: &Api<P>,
+    ctx: &Ctx,
+    deleting: Desired,
+) -> Result<(), kube::Error> {
+    let old = p.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    let generation = p.metadata.generation;
+    conditions::set(&mut status.conditions, &deleting, generation);
+    let ended = kstatus::Ended::Deleting(&deleting.reason, &deleting.message);
+    set_kstatus(&mut status, ended, generation);
+    publish_transitions(obj, ctx, &old, &status).await;
+    if status != old {
+        write_status(api, p, &status).await?;
+    }
+    Ok(())
+}
+
+/// Removes the operator's finalizer and only it, as a compare-and-swap.
+async fn release_finalizer<P: Provider>(api: &Api<P>, p: &AnyProvider) -> Result<(), kube::Error> {
     let finalizers: Vec<String> = p
         .metadata
         .finalizers
@@ -632,11 +641,7 @@ async fn delete<P: Provider>(
     }});
     api.patch(p.name(), &merge_params(), &Patch::Merge(&patch))
         .await?;
-    info!(provider = %provider_key(p), "components removed; finalizer released");
-    ctx.opts
-        .metrics
-        .forget(p.provider_type.kind(), p.namespace(), p.name());
-    Ok(Action::await_change())
+    Ok(())
 }
 
 #[cfg(test)]
