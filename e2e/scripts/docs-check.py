@@ -60,6 +60,8 @@ INLINE = {
     "cargo build -p capi-plugin": ("run", None),
     "kubectl api-resources --categories capi-providers": ("run", ["crds"]),
     "make docs-check": ("covered", "this check"),
+    "make unit": ("covered", "a step of make test (the reconcile scenarios run there)"),
+    "cargo build --locked --workspace --all-targets": ("covered", "the Makefile's BUILD: make test runs it in check-generated, and this check before its blocks"),
     "kubectl capi-providers": ("name", "the plugin; its block in the README runs it"),
     "kubectl capi-providers preload": ("name", "the subcommand; its block in docs/user-guide.md runs it"),
     "make docs": ("run-then-diff", "docs/api-reference.md"),
