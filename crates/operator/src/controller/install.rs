@@ -89,10 +89,12 @@ async fn run<P: Provider>(s: &mut State<'_, P>) -> Phase {
     let fetched = fetch(s, &chosen, version)
         .instrument(debug_span!("phase", name = "fetch"))
         .await?;
+    // Both contract rules look at every provider: read the caches once.
+    let all = s.ctx.world.all_providers();
     debug_span!("phase", name = "contract")
-        .in_scope(|| contract_phase(s, core.as_ref(), &fetched))?;
+        .in_scope(|| contract_phase(s, core.as_ref(), &all, &fetched))?;
     let pause = debug_span!("phase", name = "pause-plan")
-        .in_scope(|| pause_plan(s, core.as_ref(), &fetched.contract));
+        .in_scope(|| pause_plan(s, core.as_ref(), &all, &fetched.contract));
     let rendered = render_phase(s, &fetched, &vars, pause.is_some())
         .instrument(debug_span!("phase", name = "render"))
         .await?;
@@ -263,14 +265,19 @@ async fn cached_fetch(
 
 /// The release's contract against the core provider's, and a contract-changing core upgrade
 /// against running providers. Passing both sets PreflightCheckPassed.
-fn contract_phase<P>(s: &mut State<'_, P>, core: Option<&AnyProvider>, f: &Fetched) -> Phase {
+fn contract_phase<P>(
+    s: &mut State<'_, P>,
+    core: Option<&AnyProvider>,
+    all: &[AnyProvider],
+    f: &Fetched,
+) -> Phase {
     if let Some(core) = core
         && let Err(f) = preflight::check_contract(core, &f.contract)
     {
         return end(preflight_failed(f));
     }
     if s.p.provider_type == ProviderType::Core {
-        let running = plan::running_providers(&s.ctx.world.all_providers());
+        let running = plan::running_providers(all);
         if let Some(message) =
             plan::contract_change_blocker(s.status, &f.version, &f.contract, &running)
         {
@@ -291,7 +298,12 @@ fn contract_phase<P>(s: &mut State<'_, P>, core: Option<&AnyProvider>, f: &Fetch
 
 /// Whether the provider is paused: asked for, or kept because unpausing now would run
 /// providers of different contracts side by side. `Some` holds the Paused condition.
-fn pause_plan<P>(s: &State<'_, P>, core: Option<&AnyProvider>, contract: &str) -> Option<Desired> {
+fn pause_plan<P>(
+    s: &State<'_, P>,
+    core: Option<&AnyProvider>,
+    all: &[AnyProvider],
+    contract: &str,
+) -> Option<Desired> {
     let p = s.p;
     let was_paused = s.ctx.world.deployments_of(p).iter().any(|d| {
         d.metadata
@@ -305,12 +317,7 @@ fn pause_plan<P>(s: &State<'_, P>, core: Option<&AnyProvider>, contract: &str) -
         core.and_then(|c| c.status.as_ref())
             .and_then(|s| s.contract.clone())
     };
-    let disagreeing = plan::disagreeing_contracts(
-        p,
-        &s.ctx.world.all_providers(),
-        core_contract.as_deref(),
-        contract,
-    );
+    let disagreeing = plan::disagreeing_contracts(p, all, core_contract.as_deref(), contract);
     plan::pause_condition(
         p.spec.paused,
         was_paused,

@@ -538,8 +538,12 @@ fn watch_inputs(ctx: &Arc<Ctx>, triggers: &Triggers, tasks: &mut Vec<Task>) {
         crds.default_backoff().touched_objects(),
         triggers.clone(),
         move |crd: &PartialObjectMeta<CustomResourceDefinition>| {
-            let suffix = format!(".{}", apply::CERT_MANAGER_GROUP);
-            if !crd.name_any().ends_with(&suffix) {
+            // A CRD's name is `<plural>.<group>`.
+            let name = crd.name_any();
+            let of_cert_manager = name
+                .strip_suffix(apply::CERT_MANAGER_GROUP)
+                .is_some_and(|plural| plural.ends_with('.'));
+            if !of_cert_manager {
                 return Vec::new();
             }
             providers_where(&c, waits_for_cert_manager)

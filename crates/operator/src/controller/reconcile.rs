@@ -225,8 +225,16 @@ fn has_finalizer(p: &AnyProvider) -> bool {
 async fn add_finalizer<P: Provider>(api: &Api<P>, p: &AnyProvider) -> Result<(), kube::Error> {
     let mut finalizers = p.metadata.finalizers.clone().unwrap_or_default();
     finalizers.push(FINALIZER.to_string());
-    // The resourceVersion makes this a compare-and-swap: a concurrent finalizer change gives
-    // a conflict and a retry rather than a lost entry.
+    write_finalizers(api, p, finalizers).await
+}
+
+/// Writes `finalizers`; the resourceVersion makes it a compare-and-swap, so a concurrent
+/// finalizer change gives a conflict and a retry rather than a lost entry.
+async fn write_finalizers<P: Provider>(
+    api: &Api<P>,
+    p: &AnyProvider,
+    finalizers: Vec<String>,
+) -> Result<(), kube::Error> {
     let patch = json!({"metadata": {
         "finalizers": finalizers,
         "resourceVersion": p.metadata.resource_version,
@@ -625,7 +633,7 @@ async fn report_deletion<P: Provider>(
     Ok(())
 }
 
-/// Removes the operator's finalizer and only it, as a compare-and-swap.
+/// Removes the operator's finalizer and only it.
 async fn release_finalizer<P: Provider>(api: &Api<P>, p: &AnyProvider) -> Result<(), kube::Error> {
     let finalizers: Vec<String> = p
         .metadata
@@ -635,13 +643,7 @@ async fn release_finalizer<P: Provider>(api: &Api<P>, p: &AnyProvider) -> Result
         .filter(|f| f.as_str() != FINALIZER)
         .cloned()
         .collect();
-    let patch = json!({"metadata": {
-        "finalizers": finalizers,
-        "resourceVersion": p.metadata.resource_version,
-    }});
-    api.patch(p.name(), &merge_params(), &Patch::Merge(&patch))
-        .await?;
-    Ok(())
+    write_finalizers(api, p, finalizers).await
 }
 
 #[cfg(test)]
