@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs the cargo-fuzz targets in fuzz/ for SECONDS each (default 20; `make fuzz` uses 300).
 #   fuzz.sh [SECONDS] [TARGET...]
+# FUZZ_SANITIZER (default address) picks the instrumentation; `make fuzz-short` uses none: the targets
+# are safe Rust, a panic is the finding, and AddressSanitizer roughly doubles the build and halves the
+# executions of a 20-s run. The long `make fuzz` keeps AddressSanitizer for the unsafe code of dependencies.
 # Needs the nightly toolchain (libFuzzer's instrumentation) and cargo-fuzz; installs cargo-fuzz
 # from crates.io into the cache, and says SKIPPED loudly when no nightly toolchain can be had.
 # Corpora live in the cache, so runs build on each other; a crash fails the run and leaves its
@@ -29,7 +32,8 @@ export PATH="$fuzz_bin:$PATH"
 export CARGO_TARGET_DIR="$cache/fuzz-target"
 cd "$root/fuzz"
 # Build first, so a build failure fails the run instead of disappearing in the filtered output.
-cargo +nightly fuzz build >&2
+sanitizer=${FUZZ_SANITIZER:-address}
+cargo +nightly fuzz build --sanitizer "$sanitizer" >&2
 for t in "${targets[@]}"; do
   corpus="$cache/fuzz-corpus/$t"
   mkdir -p "$corpus"
@@ -38,7 +42,7 @@ for t in "${targets[@]}"; do
   echo "fuzz: $t for ${seconds}s" >&2
   log="$cache/fuzz-$t.log"
   status=0
-  cargo +nightly fuzz run "$t" "$corpus" "${seeds[@]}" -- \
+  cargo +nightly fuzz run --sanitizer "$sanitizer" "$t" "$corpus" "${seeds[@]}" -- \
     -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 \
     >"$log" 2>&1 || status=$?
   grep -E '^(stat::number_of_executed_units|stat::new_units_added|SUMMARY)' "$log" >&2 || true
