@@ -64,6 +64,11 @@ docs: ## Regenerate docs/api-reference.md from the CRD field docs.
 	@$(BUILD) -q
 	$(BIN) api-docs > docs/api-reference.md
 
+.PHONY: gitops
+gitops: ## Regenerate examples/gitops/argocd/argocd-cm.yaml from health.lua.
+	@$(BUILD) -q
+	$(BIN) argocd-health > examples/gitops/argocd/argocd-cm.yaml
+
 .PHONY: check-generated
 check-generated: ## Fail when committed generated files are stale.
 	@$(BUILD) -q
@@ -71,7 +76,9 @@ check-generated: ## Fail when committed generated files are stale.
 	$(BIN) crds --output-dir $$tmp; \
 	if ! diff -ru manifests/crds $$tmp; then echo "manifests/crds is stale: run 'make crds'" >&2; exit 1; fi; \
 	$(BIN) api-docs > $$tmp/api-reference.md; \
-	if ! diff -u docs/api-reference.md $$tmp/api-reference.md; then echo "docs/api-reference.md is stale: run 'make docs'" >&2; exit 1; fi
+	if ! diff -u docs/api-reference.md $$tmp/api-reference.md; then echo "docs/api-reference.md is stale: run 'make docs'" >&2; exit 1; fi; \
+	$(BIN) argocd-health > $$tmp/argocd-cm.yaml; \
+	if ! diff -u examples/gitops/argocd/argocd-cm.yaml $$tmp/argocd-cm.yaml; then echo "examples/gitops/argocd/argocd-cm.yaml is stale: run 'make gitops'" >&2; exit 1; fi
 
 .PHONY: unit
 unit: ## Unit tests (no cluster).

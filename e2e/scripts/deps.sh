@@ -5,6 +5,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 need_apt=()
 for tool in openssl curl python3; do command -v "$tool" >/dev/null || need_apt+=("$tool"); done
+# The Argo CD health check is tested in Lua 5.1, the language level of Argo CD's gopher-lua.
+command -v lua5.1 >/dev/null || need_apt+=(lua5.1)
 if [[ ${#need_apt[@]} -gt 0 ]]; then
   echo "deps: installing ${need_apt[*]}" >&2
   apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null

@@ -56,6 +56,7 @@ BLOCK_TIMEOUT = 900
 # as written; the others name the test or the recorded run that covers them.
 INLINE = {
     "make help": ("run", None),
+    "make gitops": ("run", None),
     "capi-provider-operator run --help": ("run", None),
     "cargo build -p capi-plugin": ("run", None),
     "kubectl api-resources --categories capi-providers": ("run", ["crds"]),

@@ -3,6 +3,7 @@
 //! and calls in here; tests drive the reconciler directly against a mocked API server.
 
 pub mod apidocs;
+pub mod argocd;
 pub mod controller;
 pub mod leader;
 pub mod metrics;

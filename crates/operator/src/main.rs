@@ -5,7 +5,7 @@ use std::{path::PathBuf, process::ExitCode};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use capi_provider_operator::{apidocs, controller, leader, render, server};
+use capi_provider_operator::{apidocs, argocd, controller, leader, render, server};
 
 /// Declarative lifecycle operator for Cluster API providers.
 #[derive(Parser, Debug)]
@@ -47,6 +47,8 @@ enum Command {
     Run(RunArgs),
     /// Print the API reference (Markdown) generated from the CRD field docs.
     ApiDocs,
+    /// Print the argocd-cm ConfigMap entries that teach Argo CD the health of every provider kind.
+    ArgocdHealth,
     /// Print the CustomResourceDefinitions of the seven provider kinds as YAML, or write one
     /// file per kind into a directory.
     Crds {
@@ -125,6 +127,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Crds { output_dir } => crds(output_dir),
         Command::ApiDocs => {
             print!("{}", apidocs::render()?);
+            Ok(())
+        }
+        Command::ArgocdHealth => {
+            print!("{}", argocd::config_map());
             Ok(())
         }
         Command::Run(args) => run_operator(args),
