@@ -69,6 +69,10 @@ gitops: ## Regenerate examples/gitops/argocd/argocd-cm.yaml from health.lua.
 	@$(BUILD) -q
 	$(BIN) argocd-health > examples/gitops/argocd/argocd-cm.yaml
 
+.PHONY: chart-readme
+chart-readme: ## Regenerate the Helm chart's README.md from its values.schema.json.
+	@python3 $(SCRIPTS)/chart-readme.py
+
 .PHONY: check-generated
 check-generated: ## Fail when committed generated files are stale.
 	@$(BUILD) -q
@@ -78,7 +82,8 @@ check-generated: ## Fail when committed generated files are stale.
 	$(BIN) api-docs > $$tmp/api-reference.md; \
 	if ! diff -u docs/api-reference.md $$tmp/api-reference.md; then echo "docs/api-reference.md is stale: run 'make docs'" >&2; exit 1; fi; \
 	$(BIN) argocd-health > $$tmp/argocd-cm.yaml; \
-	if ! diff -u examples/gitops/argocd/argocd-cm.yaml $$tmp/argocd-cm.yaml; then echo "examples/gitops/argocd/argocd-cm.yaml is stale: run 'make gitops'" >&2; exit 1; fi
+	if ! diff -u examples/gitops/argocd/argocd-cm.yaml $$tmp/argocd-cm.yaml; then echo "examples/gitops/argocd/argocd-cm.yaml is stale: run 'make gitops'" >&2; exit 1; fi; \
+	python3 $(SCRIPTS)/chart-readme.py --check
 
 .PHONY: unit
 unit: ## Unit tests (no cluster).

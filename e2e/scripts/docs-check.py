@@ -57,6 +57,7 @@ BLOCK_TIMEOUT = 900
 INLINE = {
     "make help": ("run", None),
     "make gitops": ("run", None),
+    "make chart-readme": ("run", None),
     "capi-provider-operator run --help": ("run", None),
     "cargo build -p capi-plugin": ("run", None),
     "kubectl api-resources --categories capi-providers": ("run", ["crds"]),

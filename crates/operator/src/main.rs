@@ -5,7 +5,7 @@ use std::{path::PathBuf, process::ExitCode};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use capi_provider_operator::{apidocs, argocd, controller, leader, render, server};
+use capi_provider_operator::{apidocs, argocd, controller, crds, leader, render, server};
 
 /// Declarative lifecycle operator for Cluster API providers.
 #[derive(Parser, Debug)]
@@ -90,6 +90,10 @@ struct RunArgs {
     /// Elect a leader among replicas on a coordination.k8s.io Lease; only the leader reconciles.
     #[arg(long)]
     leader_elect: bool,
+    /// Bring the provider CRDs to this operator's schema at startup (Helm never upgrades a
+    /// chart's CRDs); a CRD written by a newer operator is left alone.
+    #[arg(long)]
+    manage_crds: bool,
     /// Namespace of the leader election Lease (default: the Pod's namespace, else "default").
     #[arg(long, env = "POD_NAMESPACE")]
     leader_election_namespace: Option<String>,
@@ -124,7 +128,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("capi-provider-operator {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
-        Command::Crds { output_dir } => crds(output_dir),
+        Command::Crds { output_dir } => write_crds(output_dir),
         Command::ApiDocs => {
             print!("{}", apidocs::render()?);
             Ok(())
@@ -208,6 +212,11 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
             tokio::spawn(server);
         }
         let client = connect().await?;
+        if args.manage_crds {
+            crds::ensure(&client)
+                .await
+                .context("bringing the provider CRDs to this operator's schema")?;
+        }
         controller::run(client, opts).await
     })
 }
@@ -258,8 +267,11 @@ fn identity() -> String {
     format!("{host}_{}", std::process::id())
 }
 
-fn crds(output_dir: Option<PathBuf>) -> anyhow::Result<()> {
-    let crds = capi_operator_api::crd::all_crds()?;
+fn write_crds(output_dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let crds = capi_operator_api::ProviderType::ALL
+        .into_iter()
+        .map(|t| crds::desired(t).map(|(c, _)| c))
+        .collect::<Result<Vec<_>, _>>()?;
     match output_dir {
         None => {
             print!("{}", capi_yaml::to_multi_doc(&crds)?);

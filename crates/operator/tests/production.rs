@@ -387,28 +387,14 @@ async fn manifests_and_examples_apply() -> TestResult {
 /// The Helm chart lints, renders (with provider objects from values) and the result applies.
 #[tokio::test]
 async fn helm_chart_lints_renders_and_applies() -> TestResult {
-    let Some(helm) = std::env::var_os("CAPI_HELM").filter(|h| !h.is_empty()) else {
-        eprintln!(
-            "SKIPPED helm_chart_lints_renders_and_applies: CAPI_HELM is not set (make integration builds helm with e2e/scripts/helm.sh)"
-        );
+    let Some(helm) = helm_bin("helm_chart_lints_renders_and_applies") else {
         return Ok(());
     };
     let _serial = serial().lock().await;
     let cluster = private_cluster()?;
     cluster.install_crds()?;
     let chart = workspace_root().join("manifests/helm/capi-provider-operator");
-    let run = |args: &[&str]| -> Result<String, Box<dyn std::error::Error>> {
-        let out = std::process::Command::new(&helm).args(args).output()?;
-        if !out.status.success() {
-            return Err(format!(
-                "helm {args:?}: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-            .into());
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
+    let run = |args: &[&str]| helm_run(&helm, args);
     let chart_s = chart.to_string_lossy();
     run(&["lint", "--strict", &chart_s])?;
     let values = tempfile(
@@ -441,5 +427,332 @@ async fn helm_chart_lints_renders_and_applies() -> TestResult {
         out.contains("deployment.apps/capi-operator serverside-applied (server dry run)"),
         "{out}"
     );
+    Ok(())
+}
+
+/// The helm binary `make integration` built (CAPI_HELM), or None after saying SKIPPED loudly.
+fn helm_bin(test: &str) -> Option<std::ffi::OsString> {
+    let helm = std::env::var_os("CAPI_HELM").filter(|h| !h.is_empty());
+    if helm.is_none() {
+        eprintln!(
+            "SKIPPED {test}: CAPI_HELM is not set (make integration builds helm with e2e/scripts/helm.sh)"
+        );
+    }
+    helm
+}
+
+/// Runs helm with `args`: Ok(stdout) on success, Err(stdout + stderr) otherwise.
+fn helm_run(helm: &std::ffi::OsStr, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(helm)
+        .args(args)
+        .output()
+        .map_err(|e| format!("helm: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!("helm {args:?}: {text}"))
+    }
+}
+
+/// Every default values.schema.json states is the one values.yaml holds, and the reverse.
+fn check_schema_defaults(schema: &Value, values: &Value, path: &str) -> Result<(), String> {
+    let props = schema.get("properties").and_then(Value::as_object);
+    let Some(props) = props else { return Ok(()) };
+    let keys = values
+        .as_object()
+        .map(|o| o.keys().cloned().collect::<Vec<_>>());
+    for key in keys.unwrap_or_default() {
+        if !props.contains_key(&key) {
+            return Err(format!(
+                "values.yaml has {path}{key}, which the schema does not describe"
+            ));
+        }
+    }
+    for (key, p) in props {
+        let here = values
+            .get(key)
+            .ok_or(format!("values.yaml lacks {path}{key}"))?;
+        if let Some(default) = p.get("default")
+            && default != here
+        {
+            return Err(format!(
+                "{path}{key}: schema default {default}, values.yaml {here}"
+            ));
+        }
+        check_schema_defaults(p, here, &format!("{path}{key}."))?;
+    }
+    Ok(())
+}
+
+/// The chart as users meet it: values checked by its schema (refused before anything is
+/// applied), a real `helm install` and `helm upgrade` on the local control plane with the
+/// standard labels, the image tag from appVersion and the pod settings, and an uninstall that
+/// leaves the CRDs.
+#[tokio::test]
+async fn helm_install_upgrade_and_values_schema() -> TestResult {
+    let Some(helm) = helm_bin("helm_install_upgrade_and_values_schema") else {
+        return Ok(());
+    };
+    let _serial = serial().lock().await;
+    let cluster = private_cluster()?;
+    cluster.install_crds()?;
+    let chart = workspace_root().join("manifests/helm/capi-provider-operator");
+    let chart_s = chart.to_string_lossy().into_owned();
+    let kubeconfig = cluster.kubeconfig().to_string_lossy().into_owned();
+    let helm = |args: &[&str]| {
+        let mut all = vec!["--kubeconfig", &kubeconfig];
+        all.extend_from_slice(args);
+        helm_run(&helm, &all)
+    };
+
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(chart.join("values.schema.json"))?)?;
+    let values = capi_yaml::parse_documents(
+        &helm(&["show", "values", &chart_s])?,
+        &capi_yaml::Limits::default(),
+    )?;
+    check_schema_defaults(&schema, values.first().ok_or("no values")?, "")?;
+    for bad in [
+        "replicas=-1",
+        "replica=2",
+        "image.pullPolicy=Sometimes",
+        "logFormat=xml",
+        "serviceMonitor.interval=often",
+    ] {
+        let e = helm(&["template", "x", &chart_s, "--set", bad])
+            .err()
+            .ok_or(format!("--set {bad} was accepted"))?;
+        assert!(
+            e.contains("don't meet the specifications of the schema"),
+            "{bad}: {e}"
+        );
+    }
+    let monitor = helm(&[
+        "template",
+        "x",
+        &chart_s,
+        "--set",
+        "serviceMonitor.enabled=true",
+        "--show-only",
+        "templates/servicemonitor.yaml",
+    ])?;
+    assert!(
+        monitor.contains("kind: ServiceMonitor") && monitor.contains("port: metrics"),
+        "{monitor}"
+    );
+
+    // The policy may already exist cluster-wide (another test's apply); this release owns none.
+    let ns = "helm-release";
+    helm(&[
+        "install",
+        "capi-operator",
+        &chart_s,
+        "-n",
+        ns,
+        "--create-namespace",
+        "--wait",
+        "--timeout",
+        "120s",
+        "--set",
+        "admissionPolicy=false",
+        "--set",
+        "replicas=1",
+        "--set",
+        "nodeSelector.kubernetes\\.io/os=linux",
+        "--set",
+        "priorityClassName=system-cluster-critical",
+    ])?;
+    let get = |jsonpath: &str| {
+        cluster.kubectl_ok(&[
+            "get",
+            "deployment",
+            "capi-operator",
+            "-n",
+            ns,
+            "-o",
+            &format!("jsonpath={jsonpath}"),
+        ])
+    };
+    assert_eq!(
+        get("{.metadata.labels.helm\\.sh/chart}")?,
+        "capi-provider-operator-0.1.0"
+    );
+    assert_eq!(
+        get("{.metadata.labels.app\\.kubernetes\\.io/managed-by}")?,
+        "Helm"
+    );
+    assert_eq!(
+        get("{.spec.template.spec.containers[0].image}")?,
+        "ghcr.io/capi-provider-operator/capi-provider-operator:v0.1.0",
+        "the tag defaults to the chart's appVersion"
+    );
+    assert!(get("{.spec.template.spec.containers[0].args}")?.contains("--manage-crds"));
+    assert_eq!(
+        get("{.spec.template.spec.nodeSelector.kubernetes\\.io/os}")?,
+        "linux"
+    );
+    assert_eq!(
+        get("{.spec.template.spec.priorityClassName}")?,
+        "system-cluster-critical"
+    );
+    let notes = helm(&["get", "notes", "capi-operator", "-n", ns])?;
+    assert!(
+        notes.contains("rollout status deployment/capi-operator"),
+        "{notes}"
+    );
+
+    helm(&[
+        "upgrade",
+        "capi-operator",
+        &chart_s,
+        "-n",
+        ns,
+        "--reuse-values",
+        "--wait",
+        "--timeout",
+        "120s",
+        "--set",
+        "replicas=2",
+        "--set",
+        "podAnnotations.example\\.com/team=platform",
+        "--set",
+        "imagePullSecrets[0].name=registry-credentials",
+    ])?;
+    assert_eq!(get("{.spec.replicas}")?, "2");
+    assert_eq!(
+        get("{.spec.template.metadata.annotations.example\\.com/team}")?,
+        "platform"
+    );
+    assert_eq!(
+        get("{.spec.template.spec.imagePullSecrets[0].name}")?,
+        "registry-credentials"
+    );
+    assert_eq!(
+        get("{.spec.template.spec.nodeSelector.kubernetes\\.io/os}")?,
+        "linux",
+        "--reuse-values lost a value"
+    );
+    // A wrong value is refused before anything changes.
+    let e = helm(&[
+        "upgrade",
+        "capi-operator",
+        &chart_s,
+        "-n",
+        ns,
+        "--reuse-values",
+        "--set",
+        "replicas=-3",
+    ])
+    .err()
+    .ok_or("replicas=-3 was accepted")?;
+    assert!(e.contains("minimum"), "{e}");
+    assert_eq!(get("{.spec.replicas}")?, "2");
+    let status = helm(&["status", "capi-operator", "-n", ns, "-o", "json"])?;
+    let status: Value = serde_json::from_str(&status)?;
+    assert_eq!(
+        status.pointer("/version").and_then(Value::as_i64),
+        Some(2),
+        "{status}"
+    );
+
+    helm(&["uninstall", "capi-operator", "-n", ns, "--wait"])?;
+    let crds = cluster.kubectl_ok(&["get", "crd", "-o", "name"])?;
+    assert_eq!(
+        crds.matches(".management.cluster.x-k8s.io").count(),
+        7,
+        "uninstall removed CRDs: {crds}"
+    );
+    Ok(())
+}
+
+/// `run --manage-crds` brings an older CRD to the operator's schema, writes nothing when it is
+/// current, and leaves a CRD written by a newer operator alone.
+#[tokio::test]
+async fn operator_upgrades_its_crds_and_never_downgrades() -> TestResult {
+    let _serial = serial().lock().await;
+    let cluster = private_cluster()?;
+    cluster.install_crds()?;
+    let client = cluster.client().await?;
+    let name = "coreproviders.management.cluster.x-k8s.io";
+    let (_, hash) = capi_provider_operator::crds::desired(capi_operator_api::ProviderType::Core)?;
+    let age = |version: &str| -> TestResult {
+        cluster.kubectl_ok(&[
+            "annotate",
+            "crd",
+            name,
+            "--overwrite",
+            &format!("management.cluster.x-k8s.io/operator-version={version}"),
+            "management.cluster.x-k8s.io/crd-spec-hash=older-schema",
+        ])?;
+        cluster.kubectl_ok(&[
+            "patch",
+            "crd",
+            name,
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/spec/versions/0/additionalPrinterColumns"}]"#,
+        ])?;
+        Ok(())
+    };
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    let columns = |c: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| {
+        c.spec.versions.first().and_then(|v| v.additional_printer_columns.as_ref()).map_or(0, Vec::len)
+    };
+
+    age("0.0.1")?;
+    let mut operator = start_operator(cluster, &["--manage-crds"])?;
+    let upgraded = wait_for(T, || async {
+        let c = crds.get(name).await.ok()?;
+        let a = c.metadata.annotations.clone().unwrap_or_default();
+        (a.get("management.cluster.x-k8s.io/crd-spec-hash") == Some(&hash) && columns(&c) > 0)
+            .then_some(c)
+    })
+    .await
+    .ok_or_else(|| format!("the older CRD was not upgraded\n{}", operator.logs()))?;
+    let version = upgraded.metadata.resource_version.clone();
+    operator.kill();
+
+    // Current: a restart writes nothing.
+    let mut operator = start_operator(cluster, &["--manage-crds"])?;
+    wait_for(T, || async {
+        operator
+            .logs()
+            .contains("provider CRDs checked")
+            .then_some(())
+    })
+    .await
+    .ok_or_else(|| format!("the operator did not check its CRDs\n{}", operator.logs()))?;
+    assert!(operator.logs().contains("applied=0"), "{}", operator.logs());
+    assert_eq!(
+        crds.get(name).await?.metadata.resource_version,
+        version,
+        "an up-to-date CRD was written"
+    );
+    operator.kill();
+
+    // Written by a newer operator: left alone (no downgrade on rollback).
+    age("99.0.0")?;
+    let mut operator = start_operator(cluster, &["--manage-crds"])?;
+    wait_for(T, || async {
+        operator
+            .logs()
+            .contains("written by a newer operator")
+            .then_some(())
+    })
+    .await
+    .ok_or_else(|| format!("no warning about the newer CRD\n{}", operator.logs()))?;
+    assert_eq!(
+        columns(&crds.get(name).await?),
+        0,
+        "a newer CRD was downgraded"
+    );
+    operator.kill();
+    cluster.install_crds()?;
     Ok(())
 }

@@ -1,0 +1,172 @@
+//! `run --manage-crds`: the operator brings the CRDs of its seven kinds to its own schema at
+//! startup. Helm installs a chart's `crds/` directory once and never upgrades it, so without
+//! this a `helm upgrade` would run a new operator against old CRDs. Each CRD carries the
+//! version of the operator that wrote it and a hash of its spec: an unchanged CRD is not
+//! written (a restart costs no write), and a CRD written by a newer operator is left alone, so
+//! a rollback never strips fields a newer schema added.
+
+use capi_operator_api::{ProviderType, crd::crd};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api, Client, ResourceExt,
+    api::{Patch, PatchParams},
+};
+use sha2::{Digest, Sha256};
+
+/// Annotation naming the operator version that wrote a CRD.
+pub const VERSION_ANNOTATION: &str = "management.cluster.x-k8s.io/operator-version";
+/// Annotation holding the SHA-256 of the CRD spec the operator wrote.
+pub const HASH_ANNOTATION: &str = "management.cluster.x-k8s.io/crd-spec-hash";
+const FIELD_MANAGER: &str = "capi-provider-operator";
+
+/// What `ensure` did to one CRD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Created or brought to this operator's schema.
+    Applied,
+    /// Already this operator's schema.
+    Unchanged,
+    /// Written by a newer operator (the version it names); left as is.
+    Newer(String),
+}
+
+/// Failure to bring a CRD up to date.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The CRD could not be generated from the Rust types.
+    #[error("generating the CRD of {kind}: {source}")]
+    Generate {
+        /// Kind whose CRD failed.
+        kind: &'static str,
+        /// Cause.
+        source: capi_operator_api::crd::CrdError,
+    },
+    /// The API server refused a read or a write.
+    #[error("CRD {name}: {source}")]
+    Kube {
+        /// CRD name.
+        name: String,
+        /// Cause.
+        source: kube::Error,
+    },
+}
+
+/// The decision for one CRD, from the annotations it carries now (pure, table-tested).
+pub fn decide(existing: Option<(&str, &str)>, ours: &str, hash: &str) -> Outcome {
+    let Some((version, existing_hash)) = existing else {
+        return Outcome::Applied;
+    };
+    if existing_hash == hash {
+        return Outcome::Unchanged;
+    }
+    match (semver_of(version), semver_of(ours)) {
+        (Some(theirs), Some(mine)) if theirs > mine => Outcome::Newer(version.to_string()),
+        _ => Outcome::Applied,
+    }
+}
+
+fn semver_of(v: &str) -> Option<semver::Version> {
+    semver::Version::parse(v.trim_start_matches('v')).ok()
+}
+
+/// The CRD of `t` as this operator writes it: generated, annotated with version and hash.
+pub fn desired(t: ProviderType) -> Result<(CustomResourceDefinition, String), Error> {
+    let mut c = crd(t).map_err(|source| Error::Generate {
+        kind: t.kind(),
+        source,
+    })?;
+    let spec = serde_json::to_vec(&c.spec).unwrap_or_default();
+    let hash = format!("{:x}", Sha256::digest(&spec));
+    let annotations = c.metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert(VERSION_ANNOTATION.into(), env!("CARGO_PKG_VERSION").into());
+    annotations.insert(HASH_ANNOTATION.into(), hash.clone());
+    Ok((c, hash))
+}
+
+/// Brings every provider CRD to this operator's schema (server-side apply), logging what it
+/// did; returns the outcome per CRD name.
+pub async fn ensure(client: &Client) -> Result<Vec<(String, Outcome)>, Error> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut done = Vec::new();
+    for t in ProviderType::ALL {
+        let (want, hash) = desired(t)?;
+        let name = want.name_any();
+        let kube_err = |source| Error::Kube {
+            name: name.clone(),
+            source,
+        };
+        let have = api.get_opt(&name).await.map_err(kube_err)?;
+        let annotations = have.as_ref().map(|c| c.annotations());
+        let existing = annotations.map(|a| {
+            let get = |k: &str| a.get(k).map(String::as_str).unwrap_or("");
+            (get(VERSION_ANNOTATION), get(HASH_ANNOTATION))
+        });
+        let outcome = decide(existing, env!("CARGO_PKG_VERSION"), &hash);
+        match &outcome {
+            Outcome::Applied => {
+                let params = PatchParams::apply(FIELD_MANAGER).force();
+                api.patch(&name, &params, &Patch::Apply(&want))
+                    .await
+                    .map_err(kube_err)?;
+                tracing::info!(crd = %name, "CRD brought to this operator's schema");
+            }
+            Outcome::Unchanged => tracing::debug!(crd = %name, "CRD up to date"),
+            Outcome::Newer(v) => tracing::warn!(
+                crd = %name,
+                written_by = %v,
+                "CRD written by a newer operator; left as is"
+            ),
+        }
+        done.push((name, outcome));
+    }
+    let count = |f: fn(&Outcome) -> bool| done.iter().filter(|(_, o)| f(o)).count();
+    tracing::info!(
+        applied = count(|o| *o == Outcome::Applied),
+        unchanged = count(|o| *o == Outcome::Unchanged),
+        newer = count(|o| matches!(o, Outcome::Newer(_))),
+        "provider CRDs checked"
+    );
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions() {
+        let cases = [
+            (None, "0.2.0", Outcome::Applied),
+            (Some(("0.2.0", "h")), "0.2.0", Outcome::Unchanged),
+            // Same hash from another version: nothing to write.
+            (Some(("0.1.0", "h")), "0.2.0", Outcome::Unchanged),
+            (Some(("0.1.0", "old")), "0.2.0", Outcome::Applied),
+            (
+                Some(("v0.3.0", "new")),
+                "0.2.0",
+                Outcome::Newer("v0.3.0".into()),
+            ),
+            // Written by hand or by Helm: no annotations.
+            (Some(("", "")), "0.2.0", Outcome::Applied),
+            (Some(("not-a-version", "x")), "0.2.0", Outcome::Applied),
+        ];
+        for (existing, ours, want) in cases {
+            assert_eq!(decide(existing, ours, "h"), want, "{existing:?} vs {ours}");
+        }
+    }
+
+    #[test]
+    fn desired_carries_version_and_hash_of_its_spec() -> Result<(), Error> {
+        let (c, hash) = desired(ProviderType::Core)?;
+        let a = c.metadata.annotations.unwrap_or_default();
+        assert_eq!(
+            a.get(VERSION_ANNOTATION).map(String::as_str),
+            Some(env!("CARGO_PKG_VERSION"))
+        );
+        assert_eq!(a.get(HASH_ANNOTATION), Some(&hash));
+        assert_eq!(hash.len(), 64);
+        let (_, other) = desired(ProviderType::Bootstrap)?;
+        assert_ne!(hash, other, "kinds share a hash");
+        Ok(())
+    }
+}
