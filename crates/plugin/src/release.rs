@@ -110,8 +110,14 @@ impl Located {
     }
 }
 
+/// A variable from the environment. HTTP_CA_BUNDLE may name a PEM file instead of holding one,
+/// as a command line would rather say.
 fn env(k: &str) -> Option<String> {
-    std::env::var(k).ok().filter(|v| !v.is_empty())
+    let v = std::env::var(k).ok().filter(|v| !v.is_empty())?;
+    if k == capi_release_sources::fetch_config::HTTP_CA_BUNDLE && !v.contains("-----BEGIN") {
+        return std::fs::read_to_string(&v).ok().or(Some(v));
+    }
+    Some(v)
 }
 
 /// What a provider object's fetchConfig says, as an [`Origin`].

@@ -589,3 +589,72 @@ async fn kubernetes_requests_name_the_plugin() -> TestResult {
     }
     Ok(())
 }
+
+/// `preload` reads a release repository on a private HTTPS server (basic authentication, a
+/// private CA given as a file in HTTP_CA_BUNDLE), resolving `latest` from its listing, and
+/// stores the release as published.
+#[test]
+fn preload_from_a_private_https_repository() -> TestResult {
+    let work = TempDir::new("capi-https-repo")?;
+    let certs = work.0.join("certs");
+    let root = capi_test_support::workspace_root();
+    let made = std::process::Command::new(root.join("e2e/scripts/make-certs.sh"))
+        .arg(&certs)
+        .status()?;
+    assert!(made.success(), "make-certs.sh failed");
+    let www = work.0.join("www/capi/infra");
+    for v in ["v0.1.0", "v0.2.0"] {
+        let from = samples().join("sample-infrastructure").join(v);
+        std::fs::create_dir_all(www.join(v))?;
+        for f in ["infrastructure-components.yaml", "metadata.yaml"] {
+            std::fs::copy(from.join(f), www.join(v).join(f))?;
+        }
+    }
+    let mut server = std::process::Command::new("python3")
+        .arg(root.join("e2e/scripts/https-repo.py"))
+        .arg(work.0.join("www"))
+        .arg(certs.join("apiserver.crt"))
+        .arg(certs.join("apiserver.key"))
+        .arg("mirror:s3cret")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let mut line = String::new();
+    let stdout = server.stdout.take().ok_or("no stdout")?;
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)?;
+    let source = format!("sample@https://127.0.0.1:{}/capi/infra", line.trim());
+    let ca = certs.join("ca.crt").to_string_lossy().into_owned();
+    let env = [
+        ("HTTP_USERNAME", "mirror"),
+        ("HTTP_PASSWORD", "s3cret"),
+        ("HTTP_CA_BUNDLE", ca.as_str()),
+    ];
+    let r = plugin_ok_env(None, &["preload", "--infrastructure", &source], &env);
+    let denied = plugin_env(
+        None,
+        &["preload", "--infrastructure", &source],
+        &[("HTTP_CA_BUNDLE", ca.as_str())],
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    let r = r?;
+    let cms = configmaps(&r.stdout)?;
+    assert_eq!(cms.len(), 1, "{}", r.all());
+    let components = cms[0]
+        .data
+        .as_ref()
+        .and_then(|d| d.get("components"))
+        .ok_or("no components")?;
+    let published = std::fs::read_to_string(www.join("v0.2.0/infrastructure-components.yaml"))?;
+    assert_eq!(
+        components, &published,
+        "not stored as published (or not latest)"
+    );
+    let denied = denied?;
+    assert!(
+        !denied.ok && denied.all().contains("denied"),
+        "{}",
+        denied.all()
+    );
+    Ok(())
+}

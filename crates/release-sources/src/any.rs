@@ -10,6 +10,7 @@ use super::{
     gitlab::GitLabSource,
     local::LocalSource,
     oci::OciSource,
+    repository::RepositorySource,
 };
 
 /// A release source of any kind; `R` reads the ConfigMaps of the air-gapped layout.
@@ -24,6 +25,8 @@ pub enum AnySource<R> {
     Oci(Box<OciSource>),
     /// ConfigMaps picked by a fetchConfig.selector.
     ConfigMaps(ConfigMapSource<R>),
+    /// Any HTTP(S) server in clusterctl's repository layout.
+    Repository(RepositorySource),
 }
 
 impl<R> AnySource<R> {
@@ -35,6 +38,7 @@ impl<R> AnySource<R> {
             AnySource::GitLab(_) => "gitlab",
             AnySource::Oci(_) => "oci",
             AnySource::ConfigMaps(_) => "configmap",
+            AnySource::Repository(_) => "http",
         }
     }
 }
@@ -47,6 +51,7 @@ impl<R: ConfigMapReader> ReleaseSource for AnySource<R> {
             AnySource::GitLab(s) => s.list_versions().await,
             AnySource::Oci(s) => s.list_versions().await,
             AnySource::ConfigMaps(s) => s.list_versions().await,
+            AnySource::Repository(s) => s.list_versions().await,
         }
     }
 
@@ -57,6 +62,7 @@ impl<R: ConfigMapReader> ReleaseSource for AnySource<R> {
             AnySource::GitLab(s) => s.fetch_file(version, file).await,
             AnySource::Oci(s) => s.fetch_file(version, file).await,
             AnySource::ConfigMaps(s) => s.fetch_file(version, file).await,
+            AnySource::Repository(s) => s.fetch_file(version, file).await,
         }
     }
 }

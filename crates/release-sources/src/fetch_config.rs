@@ -17,14 +17,24 @@ use crate::{
     configmap::{ConfigMapReader, ConfigMapSource, selector_query},
     github::{GitHubSource, GitHubUrl},
     gitlab::{GitLabSource, GitLabUrl},
-    http::HttpConfig,
+    http::{HttpConfig, redact_url},
     oci::{OciConfig, OciCredentials, OciReference, OciSource},
+    repository::{Credentials, RepositorySource, RepositoryUrl},
 };
 
 /// Variable holding a GitHub token (the provider Secret's, or the plugin's environment).
 pub const GITHUB_TOKEN: &str = "GITHUB_TOKEN";
 /// Variable holding a GitLab access token (the provider Secret's, or the plugin's environment).
 pub const GITLAB_ACCESS_TOKEN: &str = "GITLAB_ACCESS_TOKEN";
+/// Variables holding basic credentials of an HTTP(S) release repository.
+pub const HTTP_USERNAME: &str = "HTTP_USERNAME";
+/// See [`HTTP_USERNAME`].
+pub const HTTP_PASSWORD: &str = "HTTP_PASSWORD";
+/// Variable holding a bearer token of an HTTP(S) release repository (used without a username).
+pub const HTTP_TOKEN: &str = "HTTP_TOKEN";
+/// Variable holding PEM certificates an HTTP(S) release repository's certificate chains to
+/// (a private CA), trusted besides the public roots.
+pub const HTTP_CA_BUNDLE: &str = "HTTP_CA_BUNDLE";
 
 /// The components file a provider's release uses when its source does not name one: the
 /// well-known provider's own, else the provider type's (`infrastructure-components.yaml`, ...).
@@ -194,8 +204,10 @@ fn url_source<R>(
     variables: &impl Fn(&str) -> Option<String>,
     settings: &SourceSettings<'_>,
 ) -> Result<ProviderSource<R>, SourceError> {
+    // A private CA serves GitHub Enterprise and self-hosted GitLab as well as plain mirrors.
     let http = HttpConfig {
         allow_http: settings.allow_http_urls && url.starts_with("http://"),
+        ca_bundle: variables(HTTP_CA_BUNDLE).filter(|v| !v.is_empty()),
         ..HttpConfig::default()
     };
     if GitLabUrl::looks_like(url) {
@@ -212,6 +224,9 @@ fn url_source<R>(
             source: AnySource::GitLab(GitLabSource::new(&u, token, http)?),
         });
     }
+    if !GitHubUrl::looks_like(url) {
+        return repository_source(t, name, url, variables, http);
+    }
     let u = GitHubUrl::parse_with_default_file(url, &default_components_file(t, name))?;
     let api = settings
         .github_api_url
@@ -225,6 +240,35 @@ fn url_source<R>(
         cache_key: Some(format!("github {api} {}/{} {}", u.owner, u.repo, u.file)),
         description: format!("GitHub repository {}", source.repository()),
         source: AnySource::GitHub(source),
+        components_file: u.file,
+        url_version: u.version,
+    })
+}
+
+/// Any other URL: an HTTP(S) server in clusterctl's repository layout, with credentials and
+/// a CA bundle from the provider's variables.
+fn repository_source<R>(
+    t: ProviderType,
+    name: &str,
+    url: &str,
+    variables: &impl Fn(&str) -> Option<String>,
+    http: HttpConfig,
+) -> Result<ProviderSource<R>, SourceError> {
+    let u = RepositoryUrl::parse(url, &default_components_file(t, name))?;
+    let set = |k: &str| variables(k).filter(|v| !v.is_empty());
+    let credentials = match (set(HTTP_USERNAME), set(HTTP_TOKEN)) {
+        (Some(user), _) => Credentials::Basic {
+            user,
+            password: set(HTTP_PASSWORD).unwrap_or_default(),
+        },
+        (None, Some(token)) => Credentials::Bearer(token),
+        (None, None) => Credentials::None,
+    };
+    let source = RepositorySource::new(&u.base, credentials, http)?;
+    Ok(ProviderSource {
+        cache_key: Some(format!("http {} {}", u.base, u.file)),
+        description: format!("release repository {}", redact_url(&u.base)),
+        source: AnySource::Repository(source),
         components_file: u.file,
         url_version: u.version,
     })
@@ -411,7 +455,19 @@ mod tests {
             ("github", components, None, Some(key.as_str()), description)
         );
 
-        let e = choose_plain(&url("https://example.com/not/a/release"))
+        // Anything that is not a GitHub or GitLab release URL is a release repository.
+        let c = choose_plain(&url("https://example.com/not/a/release")).unwrap();
+        assert_eq!(
+            summary(&c),
+            (
+                "http",
+                "infrastructure-components.yaml",
+                None,
+                Some("http https://example.com/not/a/release infrastructure-components.yaml"),
+                "release repository https://example.com/not/a/release"
+            )
+        );
+        let e = choose_plain(&url("https://example.com/core-components.yaml"))
             .err()
             .unwrap();
         let FetchConfigError::Url(SourceError::Invalid(m)) = &e else {

@@ -77,6 +77,18 @@ impl GitHubUrl {
         Self::parse_inner(url, None)
     }
 
+    /// Whether `url` has the shape of a GitHub release URL (`OWNER/REPO/releases[/...]`), as
+    /// opposed to a plain HTTP release repository.
+    pub fn looks_like(url: &str) -> bool {
+        Url::parse(url).is_ok_and(|u| {
+            let segs: Vec<&str> = u
+                .path_segments()
+                .map(|s| s.filter(|p| !p.is_empty()).collect())
+                .unwrap_or_default();
+            matches!(segs.as_slice(), [_, _, "releases", ..])
+        })
+    }
+
     /// Like [`GitHubUrl::parse`], and also the repository forms that name no file:
     /// `.../releases` (as the specification's examples write fetchConfig.url),
     /// `.../releases/latest`, `.../releases/{tag}` and the web page `.../releases/tag/{tag}`;

@@ -40,6 +40,8 @@ pub struct HttpConfig {
     /// Whether plain `http://` sources are accepted where a source would otherwise insist on
     /// https (GitLab package URLs); meant for tests against local servers.
     pub allow_http: bool,
+    /// PEM certificates trusted besides the public roots (a private CA of an internal mirror).
+    pub ca_bundle: Option<String>,
 }
 
 impl Default for HttpConfig {
@@ -55,6 +57,7 @@ impl Default for HttpConfig {
             max_bytes: MAX_FILE_BYTES,
             redirect_hosts: Vec::new(),
             allow_http: false,
+            ca_bundle: None,
         }
     }
 }
@@ -65,6 +68,7 @@ pub struct Http {
     client: reqwest::Client,
     config: HttpConfig,
     token: Option<String>,
+    basic: Option<(String, String)>,
 }
 
 impl fmt::Debug for Http {
@@ -72,6 +76,10 @@ impl fmt::Debug for Http {
         f.debug_struct("Http")
             .field("config", &self.config)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field(
+                "basic",
+                &self.basic.as_ref().map(|(u, _)| (u, "<redacted>")),
+            )
             .finish()
     }
 }
@@ -185,7 +193,21 @@ impl Http {
                 )))
             }
         });
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        if let Some(pem) = &config.ca_bundle {
+            let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes()).map_err(|_| {
+                SourceError::Invalid("the CA bundle is not PEM certificates".into())
+            })?;
+            if certs.is_empty() {
+                return Err(SourceError::Invalid(
+                    "the CA bundle holds no certificate".into(),
+                ));
+            }
+            for c in certs {
+                builder = builder.add_root_certificate(c);
+            }
+        }
+        let client = builder
             .redirect(policy)
             .connect_timeout(config.connect_timeout)
             .read_timeout(config.read_timeout)
@@ -200,7 +222,14 @@ impl Http {
             client,
             config,
             token: token.filter(|t| !t.is_empty()),
+            basic: None,
         })
+    }
+
+    /// Sends HTTP basic credentials instead of the bearer token.
+    pub fn with_basic_auth(mut self, user: String, password: String) -> Http {
+        self.basic = Some((user, password));
+        self
     }
 
     /// The limits this client enforces.
@@ -234,7 +263,9 @@ impl Http {
         accept: &str,
     ) -> Result<Response, SourceError> {
         let mut req = self.client.get(url).header("Accept", accept);
-        if let Some(t) = &self.token {
+        if let Some((user, password)) = &self.basic {
+            req = req.basic_auth(user, Some(password));
+        } else if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
         let mut resp = req.send().await.map_err(|e| transport(shown, &e))?;
@@ -269,6 +300,14 @@ fn transport(shown: &str, e: &reqwest::Error) -> SourceError {
     while let Some(s) = src {
         if let Some(r) = s.downcast_ref::<RedirectRefused>() {
             return SourceError::Invalid(format!("{shown}: {r}"));
+        }
+        // An untrusted certificate does not heal by retrying: say what fixes it. rustls' error
+        // sits inside an io::Error, whose source() skips it, hence the text.
+        let text = s.to_string();
+        if text.to_ascii_lowercase().contains("certificate") {
+            return SourceError::Invalid(format!(
+                "{shown}: the server's TLS certificate is not trusted ({text}); give the CA that signed it (HTTP_CA_BUNDLE in the provider's Secret)"
+            ));
         }
         src = s.source();
     }

@@ -89,6 +89,7 @@ pub mod gitlab;
 pub mod http;
 pub mod local;
 pub mod oci;
+pub mod repository;
 
 /// A fetched release: its version, metadata.yaml and components text (the engine's type).
 pub use capi_components::release::Release;
