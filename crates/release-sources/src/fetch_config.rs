@@ -224,7 +224,9 @@ fn url_source<R>(
             source: AnySource::GitLab(GitLabSource::new(&u, token, http)?),
         });
     }
-    if !GitHubUrl::looks_like(url) {
+    // github.com only serves releases the GitHub way: a malformed URL there gets GitHub's error.
+    let on_github = reqwest::Url::parse(url).is_ok_and(|u| u.host_str() == Some("github.com"));
+    if !on_github && !GitHubUrl::looks_like(url) {
         return repository_source(t, name, url, variables, http);
     }
     let u = GitHubUrl::parse_with_default_file(url, &default_components_file(t, name))?;
