@@ -15,8 +15,13 @@ pub const INIT: &str = "Examples:
   kubectl capi-providers init --core cluster-api:v1.12.0 --infrastructure docker:v1.12.0 \\
     --variables vars.env --wait
 
-  # Providers preloaded into ConfigMaps (air-gapped)
-  kubectl capi-providers init --preloaded --core cluster-api:v1.12.0";
+  # Providers and cert-manager preloaded into ConfigMaps (air-gapped)
+  kubectl capi-providers preload --core cluster-api:v1.12.0 --cert-manager --apply
+  kubectl capi-providers init --preloaded --core cluster-api:v1.12.0
+
+  # Another cert-manager version than clusterctl's default, or none at all
+  kubectl capi-providers init --cert-manager-version v1.18.2
+  kubectl capi-providers init --skip-cert-manager";
 
 /// Examples of `upgrade`.
 pub const UPGRADE: &str = "Examples:

@@ -13,6 +13,7 @@ use kube::api::ObjectMeta;
 use serde_json::{Value, json};
 
 use crate::{
+    certmanager,
     cluster::{Cluster, ClusterFlags},
     progress::{self, Target, Want},
     providers::{ProviderArg, ProviderFlags},
@@ -80,6 +81,11 @@ pub struct Args {
     /// How long --wait waits (e.g. 300s, 10m).
     #[arg(long, default_value = "10m", value_parser = crate::parse_duration)]
     timeout: Duration,
+    #[command(flatten)]
+    cert_manager: certmanager::Flags,
+    /// Install (or find) cert-manager and stop: no provider is created.
+    #[arg(long, conflicts_with = "skip_cert_manager")]
+    cert_manager_only: bool,
 }
 
 /// A provider ready to be written.
@@ -370,6 +376,10 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
     if !args.skip_operator {
         install_operator(&cluster, &args.operator_manifests).await?;
     }
+    if args.cert_manager_only {
+        let preloaded = args.create.preloaded;
+        return certmanager::ensure(&cluster, &args.cert_manager, &args.sources, preloaded).await;
+    }
     let existing = cluster.providers().await?;
     let has_core = existing
         .iter()
@@ -400,6 +410,10 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
         }
     }
     let planned = plan(&cluster, &todo, &args.sources, args.create.preloaded, &file).await?;
+    // After every release is fetched (a bad one fails before anything is installed), before
+    // the providers whose webhooks need its certificates.
+    let preloaded = args.create.preloaded;
+    certmanager::ensure(&cluster, &args.cert_manager, &args.sources, preloaded).await?;
     for p in &planned {
         write(&cluster, p, &overlay, "created").await?;
     }

@@ -23,6 +23,7 @@ macro_rules! say {
     };
 }
 
+mod certmanager;
 mod cluster;
 mod describe;
 mod examples;

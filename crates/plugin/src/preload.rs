@@ -33,6 +33,14 @@ pub struct Args {
     /// List the images the releases run (one per line), to mirror them into a private registry.
     #[arg(long)]
     images: bool,
+    /// Also store cert-manager's manifest (this version, clusterctl's default when none is
+    /// given) for `init --preloaded`.
+    #[arg(long, value_name = "VERSION", num_args = 0..=1, default_missing_value = crate::certmanager::DEFAULT_VERSION)]
+    cert_manager: Option<String>,
+    /// cert-manager's manifest from a file, or a directory holding VERSION/cert-manager.yaml,
+    /// instead of its GitHub release.
+    #[arg(long, value_name = "PATH", requires = "cert_manager")]
+    cert_manager_manifest: Option<PathBuf>,
 }
 
 /// A unique list keeping the first occurrence's order.
@@ -49,8 +57,8 @@ pub fn unique(items: impl IntoIterator<Item = String>) -> Vec<String> {
 /// Runs `preload`.
 pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()> {
     let list = args.providers.parse()?;
-    if list.is_empty() {
-        bail!("name at least one provider (--core, --infrastructure, ...)");
+    if list.is_empty() && args.cert_manager.is_none() {
+        bail!("name at least one provider (--core, --infrastructure, ...) or --cert-manager");
     }
     let to_stdout = args.output.as_deref().is_some_and(|p| p.as_os_str() == "-");
     if to_stdout && args.images {
@@ -90,6 +98,24 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
         if !namespaces.contains(&namespace) {
             namespaces.push(namespace);
         }
+        docs.push(v);
+    }
+    if let Some(version) = &args.cert_manager {
+        let m = crate::certmanager::manifest(
+            version,
+            args.cert_manager_manifest.as_ref(),
+            &args.sources,
+            None,
+        )
+        .await?;
+        let v = crate::certmanager::configmap(&m)?;
+        eprintln!(
+            "cert-manager {version} from {} -> ConfigMap {}/{}",
+            m.from,
+            crate::certmanager::NAMESPACE,
+            crate::certmanager::configmap_name(version)
+        );
+        namespaces.push(crate::certmanager::NAMESPACE.to_string());
         docs.push(v);
     }
     if args.output.is_some() || write_default {

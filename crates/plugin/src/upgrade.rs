@@ -228,14 +228,25 @@ fn other_contracts(planned: &[Planned], current: &str) -> Vec<(String, Vec<Strin
 
 async fn plan_cmd(args: &PlanArgs, cluster: &Cluster) -> anyhow::Result<()> {
     let planned = plan_all(cluster, &args.sources).await?;
-    if planned.is_empty() {
+    if planned.is_empty() && args.output.output.is_none() {
         say!("no providers installed");
+        let cert_manager = crate::certmanager::installed(cluster).await?;
+        say!(
+            "{}",
+            crate::certmanager::plan_line(cert_manager.as_ref().map(Option::as_deref))
+        );
         return Ok(());
     }
     if let Some(format) = args.output.output {
         return output::print(&plan_value(&planned), format);
     }
     print_plan(&planned);
+    let cert_manager = crate::certmanager::installed(cluster).await?;
+    say!("");
+    say!(
+        "{}",
+        crate::certmanager::plan_line(cert_manager.as_ref().map(Option::as_deref))
+    );
     let current = core_contract(&planned).unwrap_or_default();
     say!("");
     if planned.iter().any(|p| p.plan.next_in_contract().is_some()) {

@@ -85,6 +85,7 @@ async fn init_preload_and_upgrade_across_a_contract() -> TestResult {
         Some(cluster),
         &[
             "init",
+            "--skip-cert-manager",
             "--repository",
             &r,
             "--core",
@@ -115,6 +116,7 @@ async fn init_preload_and_upgrade_across_a_contract() -> TestResult {
         Some(cluster),
         &[
             "init",
+            "--skip-cert-manager",
             "--repository",
             &r,
             "--core",
@@ -218,6 +220,7 @@ async fn init_preload_and_upgrade_across_a_contract() -> TestResult {
         Some(cluster),
         &[
             "init",
+            "--skip-cert-manager",
             "--skip-operator",
             "--preloaded",
             "--bootstrap",
@@ -269,7 +272,14 @@ async fn init_preload_and_upgrade_across_a_contract() -> TestResult {
     // Installed providers are left alone by a second init.
     let again = plugin_ok(
         Some(cluster),
-        &["init", "--repository", &r, "--core", "cluster-api:v0.2.0"],
+        &[
+            "init",
+            "--skip-cert-manager",
+            "--repository",
+            &r,
+            "--core",
+            "cluster-api:v0.2.0",
+        ],
     )?;
     assert!(
         again.stdout.contains("is already installed"),

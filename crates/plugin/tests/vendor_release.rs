@@ -158,6 +158,7 @@ async fn init_substitutes_the_release_for_real() -> TestResult {
     let r = repo.s();
     let args = [
         "init",
+        "--skip-cert-manager",
         "--repository",
         &r,
         "--core",

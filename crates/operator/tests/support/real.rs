@@ -109,34 +109,49 @@ pub fn real_cluster() -> Result<&'static TestCluster, Box<dyn std::error::Error>
 /// needs the controller, the CA injector and the webhook all running for real).
 pub async fn install_cert_manager(
     cluster: &TestCluster,
-    client: &Client,
+    _client: &Client,
     parts: &RealParts,
 ) -> TestResult {
-    cluster.kubectl_ok(&[
-        "apply",
-        "--server-side",
-        "--field-manager",
-        "e2e-admin",
-        "-f",
-        &parts.cert_manager.to_string_lossy(),
-    ])?;
-    for d in [
-        "cert-manager",
-        "cert-manager-cainjector",
-        "cert-manager-webhook",
-    ] {
-        wait_available(client, "cert-manager", d, Duration::from_secs(240)).await?;
-    }
+    // The plugin installs it, as a user would (`init` installs cert-manager when the cluster
+    // lacks it, from a local manifest here), and waits until its webhook answers.
+    let plugin = super::operator_bin().with_file_name("kubectl-capi_providers");
+    let install = |what: &str| -> Result<String, Box<dyn std::error::Error>> {
+        let out = std::process::Command::new(&plugin)
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig())
+            .args(["init", "--skip-operator", "--cert-manager-only"])
+            .args([
+                "--cert-manager-version",
+                "v1.11.5",
+                "--cert-manager-timeout",
+                "240s",
+            ])
+            .arg("--cert-manager-manifest")
+            .arg(&parts.cert_manager)
+            .output()
+            .map_err(|e| {
+                format!(
+                    "{}: {e} (cargo build --workspace builds it)",
+                    plugin.display()
+                )
+            })?;
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !out.status.success() {
+            return Err(format!("plugin init ({what}) failed:\n{text}").into());
+        }
+        Ok(text)
+    };
+    let first = install("install")?;
+    assert!(first.contains("cert-manager v1.11.5: ready"), "{first}");
+    // Ready means the webhook answers: a dry-run Issuer is admitted at once.
     let probe = "apiVersion: cert-manager.io/v1\nkind: Issuer\nmetadata:\n  name: probe\n  namespace: cert-manager\nspec:\n  selfSigned: {}\n";
     let file = super::tempfile(probe)?;
-    let answered = wait_for(Duration::from_secs(120), || async {
-        cluster
-            .kubectl(&["create", "--dry-run=server", "-f", &file])
-            .ok()
-            .and_then(|(ok, _, _)| ok.then_some(()))
-    })
-    .await;
-    answered.ok_or("cert-manager's webhook never answered a dry-run Issuer")?;
+    cluster.kubectl_ok(&["create", "--dry-run=server", "-f", &file])?;
+    let again = install("again")?;
+    assert!(
+        again.contains("cert-manager v1.11.5 found: not installed again"),
+        "{again}"
+    );
     Ok(())
 }
 
