@@ -4,8 +4,14 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::core::schema::{OptionalEnum, OptionalIntOrString, StructuralSchemaRewriter};
 use schemars::{JsonSchema, generate::SchemaSettings, transform::AddNullable};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::{CATEGORY, GROUP, ProviderSpec, ProviderStatus, ProviderType, VERSION};
+
+/// Annotation naming the operator version whose types generated a CRD.
+pub const VERSION_ANNOTATION: &str = "management.cluster.x-k8s.io/operator-version";
+/// Annotation holding the SHA-256 of a CRD's spec, so an unchanged CRD need not be rewritten.
+pub const HASH_ANNOTATION: &str = "management.cluster.x-k8s.io/crd-spec-hash";
 
 /// Errors generating a CRD.
 #[derive(Debug, thiserror::Error)]
@@ -97,7 +103,12 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
             }],
         },
     });
-    Ok(serde_json::from_value(doc)?)
+    let mut c: CustomResourceDefinition = serde_json::from_value(doc)?;
+    let hash = format!("{:x}", Sha256::digest(serde_json::to_vec(&c.spec)?));
+    let annotations = c.metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert(VERSION_ANNOTATION.into(), env!("CARGO_PKG_VERSION").into());
+    annotations.insert(HASH_ANNOTATION.into(), hash);
+    Ok(c)
 }
 
 /// The CRDs of all seven kinds, in install order.

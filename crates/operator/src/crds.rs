@@ -5,18 +5,15 @@
 //! written (a restart costs no write), and a CRD written by a newer operator is left alone, so
 //! a rollback never strips fields a newer schema added.
 
-use capi_operator_api::{ProviderType, crd::crd};
+use capi_operator_api::{
+    ProviderType,
+    crd::{HASH_ANNOTATION, VERSION_ANNOTATION, crd},
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client, ResourceExt,
     api::{Patch, PatchParams},
 };
-use sha2::{Digest, Sha256};
-
-/// Annotation naming the operator version that wrote a CRD.
-pub const VERSION_ANNOTATION: &str = "management.cluster.x-k8s.io/operator-version";
-/// Annotation holding the SHA-256 of the CRD spec the operator wrote.
-pub const HASH_ANNOTATION: &str = "management.cluster.x-k8s.io/crd-spec-hash";
 const FIELD_MANAGER: &str = "capi-provider-operator";
 
 /// What `ensure` did to one CRD.
@@ -69,17 +66,18 @@ fn semver_of(v: &str) -> Option<semver::Version> {
     semver::Version::parse(v.trim_start_matches('v')).ok()
 }
 
-/// The CRD of `t` as this operator writes it: generated, annotated with version and hash.
+/// The CRD of `t` as this operator writes it, and the hash of its spec (both from the API
+/// crate's generator, which annotates every CRD it makes).
 pub fn desired(t: ProviderType) -> Result<(CustomResourceDefinition, String), Error> {
-    let mut c = crd(t).map_err(|source| Error::Generate {
+    let c = crd(t).map_err(|source| Error::Generate {
         kind: t.kind(),
         source,
     })?;
-    let spec = serde_json::to_vec(&c.spec).unwrap_or_default();
-    let hash = format!("{:x}", Sha256::digest(&spec));
-    let annotations = c.metadata.annotations.get_or_insert_with(Default::default);
-    annotations.insert(VERSION_ANNOTATION.into(), env!("CARGO_PKG_VERSION").into());
-    annotations.insert(HASH_ANNOTATION.into(), hash.clone());
+    let hash = c
+        .annotations()
+        .get(HASH_ANNOTATION)
+        .cloned()
+        .unwrap_or_default();
     Ok((c, hash))
 }
 

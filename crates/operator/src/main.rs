@@ -268,10 +268,7 @@ fn identity() -> String {
 }
 
 fn write_crds(output_dir: Option<PathBuf>) -> anyhow::Result<()> {
-    let crds = capi_operator_api::ProviderType::ALL
-        .into_iter()
-        .map(|t| crds::desired(t).map(|(c, _)| c))
-        .collect::<Result<Vec<_>, _>>()?;
+    let crds = capi_operator_api::crd::all_crds()?;
     match output_dir {
         None => {
             print!("{}", capi_yaml::to_multi_doc(&crds)?);

@@ -10,7 +10,7 @@ use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
 use capi_components::release::Release;
-use capi_operator_api::CONFIGMAP_VERSION_LABEL;
+use capi_operator_api::{CONFIGMAP_VERSION_LABEL, rollout::availability};
 use capi_release_sources::{
     MAX_FILE_BYTES, ReleaseSource,
     airgap::{NAME_LABEL, dns_name, release_data},
@@ -291,7 +291,11 @@ async fn wait_ready(cluster: &Cluster, objects: &[Value], timeout: Duration) -> 
             .unwrap_or_default();
         let api: Api<Deployment> = Api::namespaced(cluster.client.clone(), ns);
         loop {
-            if api.get_opt(name).await?.is_some_and(|d| available(&d)) {
+            if api
+                .get_opt(name)
+                .await?
+                .is_some_and(|d| availability(&d).is_ok())
+            {
                 break;
             }
             if tokio::time::Instant::now() >= deadline {
@@ -326,19 +330,6 @@ async fn wait_ready(cluster: &Cluster, objects: &[Value], timeout: Duration) -> 
             Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
         }
     }
-}
-
-/// Available with every replica updated, as `kubectl rollout status` judges it.
-fn available(d: &Deployment) -> bool {
-    let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    d.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == "Available" && c.status == "True")
-            && s.updated_replicas.unwrap_or(0) == want
-            && s.available_replicas.unwrap_or(0) == want
-    })
 }
 
 #[cfg(test)]

@@ -17,9 +17,9 @@ use crate::{
     configmap::{ConfigMapReader, ConfigMapSource, selector_query},
     github::{GitHubSource, GitHubUrl},
     gitlab::{GitLabSource, GitLabUrl},
-    http::{HttpConfig, redact_url},
+    http::{Credentials, HttpConfig, redact_url},
     oci::{OciConfig, OciCredentials, OciReference, OciSource},
-    repository::{Credentials, RepositorySource, RepositoryUrl},
+    repository::{RepositorySource, RepositoryUrl},
 };
 
 /// Variable holding a GitHub token (the provider Secret's, or the plugin's environment).

@@ -67,19 +67,41 @@ impl Default for HttpConfig {
 pub struct Http {
     client: reqwest::Client,
     config: HttpConfig,
-    token: Option<String>,
-    basic: Option<(String, String)>,
+    credentials: Credentials,
+}
+
+/// How a source authenticates.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub enum Credentials {
+    /// No credentials.
+    #[default]
+    None,
+    /// HTTP basic authentication.
+    Basic {
+        /// User name.
+        user: String,
+        /// Password.
+        password: String,
+    },
+    /// A bearer token.
+    Bearer(String),
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Credentials::None => f.write_str("None"),
+            Credentials::Basic { user, .. } => write!(f, "Basic({user}, <redacted>)"),
+            Credentials::Bearer(_) => f.write_str("Bearer(<redacted>)"),
+        }
+    }
 }
 
 impl fmt::Debug for Http {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Http")
             .field("config", &self.config)
-            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
-            .field(
-                "basic",
-                &self.basic.as_ref().map(|(u, _)| (u, "<redacted>")),
-            )
+            .field("credentials", &self.credentials)
             .finish()
     }
 }
@@ -154,6 +176,19 @@ impl Http {
     pub fn new(
         base_url: &str,
         token: Option<String>,
+        config: HttpConfig,
+    ) -> Result<Http, SourceError> {
+        let credentials = match token.filter(|t| !t.is_empty()) {
+            Some(t) => Credentials::Bearer(t),
+            None => Credentials::None,
+        };
+        Http::with_credentials(base_url, credentials, config)
+    }
+
+    /// Like [`Http::new`], with any kind of credentials.
+    pub fn with_credentials(
+        base_url: &str,
+        credentials: Credentials,
         mut config: HttpConfig,
     ) -> Result<Http, SourceError> {
         let base = Url::parse(base_url)
@@ -221,15 +256,8 @@ impl Http {
         Ok(Http {
             client,
             config,
-            token: token.filter(|t| !t.is_empty()),
-            basic: None,
+            credentials,
         })
-    }
-
-    /// Sends HTTP basic credentials instead of the bearer token.
-    pub fn with_basic_auth(mut self, user: String, password: String) -> Http {
-        self.basic = Some((user, password));
-        self
     }
 
     /// The limits this client enforces.
@@ -263,10 +291,10 @@ impl Http {
         accept: &str,
     ) -> Result<Response, SourceError> {
         let mut req = self.client.get(url).header("Accept", accept);
-        if let Some((user, password)) = &self.basic {
-            req = req.basic_auth(user, Some(password));
-        } else if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
+        match &self.credentials {
+            Credentials::None => {}
+            Credentials::Basic { user, password } => req = req.basic_auth(user, Some(password)),
+            Credentials::Bearer(t) => req = req.bearer_auth(t),
         }
         let mut resp = req.send().await.map_err(|e| transport(shown, &e))?;
         let status = resp.status();

@@ -16,7 +16,7 @@ use reqwest::Url;
 
 use crate::{
     ReleaseSource, SourceError,
-    http::{Http, HttpConfig, redact_url},
+    http::{Credentials, Http, HttpConfig, redact_url},
 };
 
 /// A fetchConfig URL of an HTTP repository, split into its parts.
@@ -84,23 +84,6 @@ fn plain(s: &str) -> bool {
     !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\\', '?', '#'])
 }
 
-/// How to authenticate to the repository.
-#[derive(Clone, Default)]
-pub enum Credentials {
-    /// No credentials.
-    #[default]
-    None,
-    /// HTTP basic authentication.
-    Basic {
-        /// User name.
-        user: String,
-        /// Password.
-        password: String,
-    },
-    /// A bearer token.
-    Bearer(String),
-}
-
 /// Releases in clusterctl's layout on an HTTP(S) server.
 #[derive(Debug)]
 pub struct RepositorySource {
@@ -121,15 +104,8 @@ impl RepositorySource {
                 redact_url(base)
             )));
         }
-        let http = match credentials {
-            Credentials::None => Http::new(base, None, config)?,
-            Credentials::Bearer(t) => Http::new(base, Some(t), config)?,
-            Credentials::Basic { user, password } => {
-                Http::new(base, None, config)?.with_basic_auth(user, password)
-            }
-        };
         Ok(RepositorySource {
-            http,
+            http: Http::with_credentials(base, credentials, config)?,
             base: base.trim_end_matches('/').to_string(),
         })
     }
