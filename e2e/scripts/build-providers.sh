@@ -3,7 +3,8 @@
 # directory keyed by version (a second run is a no-op):
 #   - the Cluster API managers of each version in CAPI_VERSIONS: core (cluster-api-controller),
 #     kubeadm bootstrap (kubeadm-bootstrap-controller), kubeadm control plane
-#     (kubeadm-control-plane-controller) — one `go build` per version, so the three share compilation;
+#     (kubeadm-control-plane-controller) — one `go build` per version, so the three share compilation —
+#     and that version's clusterctl (the tests run it against operator-managed providers);
 #   - cert-manager CERT_MANAGER_VERSION: controller, cainjector, webhook, and its release manifest
 #     (cert-manager.yaml: CRDs, RBAC, Deployments, Services, webhook configurations) rendered from the
 #     Helm chart inside the same module with the project's helm, as cert-manager's release tooling does.
@@ -35,7 +36,8 @@ build_capi() { # version
   echo "build-providers: building Cluster API $v managers into $out (first time: several minutes)" >&2
   (cd "$mod" && go build -trimpath -ldflags "$ld" -o "$out/cluster-api-controller" sigs.k8s.io/cluster-api \
     && go build -trimpath -ldflags "$ld" -o "$out/kubeadm-bootstrap-controller" sigs.k8s.io/cluster-api/bootstrap/kubeadm \
-    && go build -trimpath -ldflags "$ld" -o "$out/kubeadm-control-plane-controller" sigs.k8s.io/cluster-api/controlplane/kubeadm) >&2
+    && go build -trimpath -ldflags "$ld" -o "$out/kubeadm-control-plane-controller" sigs.k8s.io/cluster-api/controlplane/kubeadm \
+    && go build -trimpath -ldflags "$ld" -o "$out/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl) >&2
   touch "$stamp"
 }
 

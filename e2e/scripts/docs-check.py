@@ -93,6 +93,8 @@ INLINE = {
     "make process-node": ("covered", "cargo test -p capi-process-node builds the same binary and starts it"),
     "cargo test -p capi-process-node": ("covered", "needs root; run by make integration (cargo test --workspace)"),
     "kubectl describe deployment -n <ns>": ("template", "kubectl describe deployment -n kube-system"),
+    "kubectl edit": ("name", "named as a way to change an installed object; drift repair is tested in crates/operator/tests/behaviour.rs and clusterctl.rs (DriftRepaired)"),
+    "kubectl scale": ("name", "named as a way to change an installed object; clusterctl.rs scales a Deployment down through the real clusterctl and checks the DriftRepaired event"),
 }
 INLINE_PREFIX = re.compile(r"^(make|kubectl|cargo|capi-provider-operator|helm|docker|bash|python3)\s")
 DOCS = ["README.md"] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))) + sorted(

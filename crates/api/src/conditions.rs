@@ -131,4 +131,12 @@ pub mod reason {
     pub const VERSION_INSTALLED: &str = "VersionInstalled";
     /// Objects no longer rendered were removed (an event).
     pub const PRUNED: &str = "Pruned";
+    /// Objects changed or deleted outside the operator were written back as declared (an
+    /// event naming them and who changed them).
+    pub const DRIFT_REPAIRED: &str = "DriftRepaired";
+    /// clusterctl's inventory entry of the provider could not be written (an event).
+    pub const INVENTORY_NOT_WRITTEN: &str = "ClusterctlInventoryNotWritten";
+    /// The provider was changed outside the operator (clusterctl's inventory named another
+    /// version) and the declared state was applied again (an event).
+    pub const CLUSTERCTL_CHANGE_REVERTED: &str = "ClusterctlChangeReverted";
 }

@@ -8,6 +8,7 @@ pub mod contract;
 pub mod customize;
 pub mod defaults;
 pub mod finalize;
+pub mod inventory;
 pub mod manager_args;
 pub mod managers;
 pub mod metadata;

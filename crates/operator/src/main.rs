@@ -94,6 +94,11 @@ struct RunArgs {
     /// chart's CRDs); a CRD written by a newer operator is left alone.
     #[arg(long)]
     manage_crds: bool,
+    /// Keep clusterctl's inventory (providers.clusterctl.cluster.x-k8s.io) for the providers the
+    /// operator installs, so clusterctl upgrade plan, describe and move see them; the CRD is
+    /// created when absent. `false` removes the entries the operator wrote.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    clusterctl_inventory: bool,
     /// Namespace of the leader election Lease (default: the Pod's namespace, else "default").
     #[arg(long, env = "POD_NAMESPACE")]
     leader_election_namespace: Option<String>,
@@ -188,6 +193,7 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         leader_election,
         metrics: std::sync::Arc::default(),
         health: std::sync::Arc::default(),
+        clusterctl_inventory: args.clusterctl_inventory,
     };
     let metrics_addr = bind_address(&args.metrics_bind_address)?;
     let health_addr = bind_address(&args.health_probe_bind_address)?;

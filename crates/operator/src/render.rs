@@ -129,6 +129,11 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<()> {
         Pause::Running
     };
     finalize(&mut rendered.objects, &provider, pause);
+    // Applied after the release's objects, as the operator does by default.
+    rendered.objects.push(capi_components::inventory::entry(
+        &provider,
+        &release.version,
+    ));
     // The same findings the operator puts on the ManagerConfigured condition; on stderr so the
     // objects on stdout stay exactly what the operator applies.
     for r in &rendered.managers {

@@ -253,6 +253,31 @@ async fn install_flow_behaviours() -> TestResult {
     })
     .await
     .ok_or_else(|| with_logs("drift not repaired".into(), &operator))?;
+    // ...and said, naming what was restored (the hand edit with who made it).
+    let said = wait_for(Duration::from_secs(30), || async {
+        let e = cluster
+            .kubectl_ok(&[
+                "get",
+                "events",
+                "-n",
+                ns,
+                "--field-selector",
+                "reason=DriftRepaired",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ])
+            .ok()?;
+        (e.contains("ServiceAccount infra-a/sample-infra-manager (deleted)")
+            && e.contains("Deployment infra-a/sample-infra-controller-manager (changed"))
+        .then_some(e)
+    })
+    .await;
+    said.ok_or_else(|| {
+        with_logs(
+            "no DriftRepaired event naming both objects".into(),
+            &operator,
+        )
+    })?;
 
     // Objects the new version no longer has are pruned.
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);

@@ -31,7 +31,7 @@ async fn installed(
     cluster.install_crds()?;
     let client = cluster.client().await?;
     install_cert_manager(cluster, &client, parts).await?;
-    load_real_releases(cluster, &client, parts, &["v1.12.0"]).await?;
+    load_real_releases(cluster, &client, &parts.releases, &["v1.12.0"]).await?;
     let operator = start_operator(cluster, &[])?;
     apply_real(cluster, "v1.12.0", |_| String::new())?;
     for (kind, ns, name, ..) in REAL_PROVIDERS {

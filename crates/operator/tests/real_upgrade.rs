@@ -86,7 +86,7 @@ async fn real_managers_upgrade_from_v1_11_to_v1_12_with_live_webhooks() -> TestR
     cluster.install_crds()?;
     let client = cluster.client().await?;
     install_cert_manager(cluster, &client, &parts).await?;
-    load_real_releases(cluster, &client, &parts, &["v1.11.0", "v1.12.0"]).await?;
+    load_real_releases(cluster, &client, &parts.releases, &["v1.11.0", "v1.12.0"]).await?;
     let operator = start_operator(cluster, &[])?;
     let log = |e: String| -> Box<dyn std::error::Error> {
         format!("{e}\n--- operator log ---\n{}", operator.logs()).into()

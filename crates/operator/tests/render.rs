@@ -47,7 +47,8 @@ fn real_releases_render_with_their_defaults() -> TestResult {
     if skip() {
         return Ok(());
     }
-    // (kind, name, namespace, label, image name, objects, CRDs) per version.
+    // (kind, name, namespace, label, image name, objects, CRDs) per version; the objects count
+    // clusterctl's inventory entry, which render prints last as the operator applies it.
     let cases = [
         (
             "CoreProvider",
@@ -55,7 +56,7 @@ fn real_releases_render_with_their_defaults() -> TestResult {
             "capi-system",
             "cluster-api",
             "cluster-api-controller",
-            [(25, 12), (26, 13)],
+            [(26, 12), (27, 13)],
         ),
         (
             "BootstrapProvider",
@@ -63,7 +64,7 @@ fn real_releases_render_with_their_defaults() -> TestResult {
             "capi-kubeadm-bootstrap-system",
             "bootstrap-kubeadm",
             "kubeadm-bootstrap-controller",
-            [(14, 2), (14, 2)],
+            [(15, 2), (15, 2)],
         ),
         (
             "ControlPlaneProvider",
@@ -71,7 +72,7 @@ fn real_releases_render_with_their_defaults() -> TestResult {
             "capi-kubeadm-control-plane-system",
             "control-plane-kubeadm",
             "kubeadm-control-plane-controller",
-            [(15, 2), (15, 2)],
+            [(16, 2), (16, 2)],
         ),
     ];
     for (kind, name, ns, label, image, counts) in cases {
@@ -261,7 +262,7 @@ spec:
     let (ok, out, err) = render(provider, &[])?;
     assert!(ok, "{err}");
     let objs = capi_yaml::parse_documents(&out, &capi_yaml::Limits::default())?;
-    assert_eq!(objs.len(), 26);
+    assert_eq!(objs.len(), 27);
     let d = find(&objs, "Deployment", "capi-controller-manager")?;
     assert_eq!(d["spec"]["replicas"], 3);
     assert_eq!(d["metadata"]["labels"]["example.com/patched"], "yes");
@@ -326,7 +327,7 @@ spec:
     let (ok, out, err) = render(provider, &[])?;
     assert!(ok, "{err}");
     let objs = capi_yaml::parse_documents(&out, &capi_yaml::Limits::default())?;
-    assert_eq!(objs.len(), 26);
+    assert_eq!(objs.len(), 27);
     let d = find(&objs, "Deployment", "capi-controller-manager")?;
     assert_eq!(d["spec"]["replicas"], 4);
     // The merge kept the rest of the spec.
@@ -412,7 +413,7 @@ fn additional_manifests_get_the_provider_labels_and_namespace() -> TestResult {
         )?;
         assert!(ok, "{}: {err}", file.display());
         let objs = capi_yaml::parse_documents(&out, &capi_yaml::Limits::default())?;
-        assert_eq!(objs.len(), 29, "{}", file.display());
+        assert_eq!(objs.len(), 30, "{}", file.display());
         for o in &objs {
             assert_eq!(
                 o["metadata"]["labels"]["cluster.x-k8s.io/provider"],
@@ -474,8 +475,19 @@ fn render_prints_what_the_operator_applies() -> TestResult {
     let objs = capi_yaml::parse_documents(&out, &capi_yaml::Limits::default())?;
     assert_eq!(
         objs.len(),
-        26,
-        "a paused first install applies every object"
+        27,
+        "a paused first install applies every object, and clusterctl's inventory entry"
+    );
+    let entry = find(&objs, "Provider", "cluster-api")?;
+    assert_eq!(entry["apiVersion"], "clusterctl.cluster.x-k8s.io/v1alpha3");
+    assert_eq!(entry["metadata"]["namespace"], "capi-system");
+    assert_eq!(
+        (&entry["providerName"], &entry["type"], &entry["version"]),
+        (
+            &Value::from("cluster-api"),
+            &Value::from("CoreProvider"),
+            &Value::from("v1.12.0")
+        )
     );
     for o in &objs {
         let labels = &o["metadata"]["labels"];

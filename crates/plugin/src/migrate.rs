@@ -13,14 +13,15 @@
 //! variables, other customizations) would restart a controller, so the command stops and says
 //! where, unless `--allow-restart`. Then it creates the Secrets and provider objects, waits
 //! until the operator reports every provider Ready at its version, checks that no Deployment
-//! rolled out, and removes the clusterctl inventory entries (unless `--keep-inventory`).
+//! rolled out, and waits until the operator has taken clusterctl's inventory entries over: the
+//! inventory stays, so clusterctl's `upgrade plan`, `describe` and `move` keep working.
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
 use capi_components::render;
 use capi_operator_api::{AnyProvider, ProviderType};
-use kube::api::{DeleteParams, ListParams};
+use kube::api::ListParams;
 use serde_json::Value;
 
 use crate::{
@@ -32,14 +33,9 @@ use crate::{
     vars::VariableFlags,
 };
 
-/// apiVersion of clusterctl's inventory objects.
-pub const INVENTORY_API_VERSION: &str = "clusterctl.cluster.x-k8s.io/v1alpha3";
-/// Kind of clusterctl's inventory objects.
-pub const INVENTORY_KIND: &str = "Provider";
-/// Label clusterctl puts on everything it installs.
-pub const CLUSTERCTL_LABEL: &str = "clusterctl.cluster.x-k8s.io";
-/// Label naming the provider (its manifest label).
-pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
+pub use capi_components::inventory::{
+    API_VERSION as INVENTORY_API_VERSION, CLUSTERCTL_LABEL, KIND as INVENTORY_KIND, PROVIDER_LABEL,
+};
 
 /// Flags of `migrate`.
 #[derive(clap::Args, Debug)]
@@ -56,9 +52,6 @@ pub struct Args {
     /// Adopt even when the operator would change a controller Deployment (restarting it).
     #[arg(long)]
     allow_restart: bool,
-    /// Keep clusterctl's inventory objects after the adoption.
-    #[arg(long)]
-    keep_inventory: bool,
     /// Do not install the operator's CRDs and policies.
     #[arg(long)]
     skip_operator: bool,
@@ -295,6 +288,47 @@ async fn compare(
     Ok((deployments, restarts, creates, leftovers))
 }
 
+/// Waits until the operator labels the inventory entry of `e` as its own (it keeps the entry
+/// from then on, at the version it installs).
+async fn kept_inventory(
+    cluster: &Cluster,
+    e: &InventoryEntry,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let (ar, _) = cluster
+        .resolve(INVENTORY_API_VERSION, INVENTORY_KIND)
+        .await?;
+    let api = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        cluster.client.clone(),
+        &e.namespace,
+        &ar,
+    );
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let live = api
+            .get_opt(&e.object)
+            .await
+            .with_context(|| format!("reading inventory entry {}/{}", e.namespace, e.object))?;
+        let owned = live.as_ref().is_some_and(|o| {
+            o.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(capi_operator_api::OWNER_KIND_LABEL))
+        });
+        if owned {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "the operator did not take clusterctl's inventory entry {}/{} over within {timeout:?} (is it running with --clusterctl-inventory=false?)",
+                e.namespace,
+                e.object
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 async fn generation(cluster: &Cluster, ns: &str, name: &str) -> anyhow::Result<Option<i64>> {
     let api = cluster.api("apps/v1", "Deployment", Some(ns)).await?;
     Ok(api.get_opt(name).await?.and_then(|d| d.metadata.generation))
@@ -471,36 +505,14 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
             rolled.join(", ")
         );
     }
-    if !args.keep_inventory {
-        let api = cluster
-            .api(INVENTORY_API_VERSION, INVENTORY_KIND, None)
-            .await?;
-        for a in &adoptions {
-            let e = &a.entry;
-            let api = kube::Api::<kube::api::DynamicObject>::namespaced_with(
-                cluster.client.clone(),
-                &e.namespace,
-                &cluster
-                    .resolve(INVENTORY_API_VERSION, INVENTORY_KIND)
-                    .await?
-                    .0,
-            );
-            match api.delete(&e.object, &DeleteParams::default()).await {
-                Ok(_) => say!(
-                    "removed clusterctl inventory entry {}/{}",
-                    e.namespace,
-                    e.object
-                ),
-                Err(err) if not_found(&err) => {}
-                Err(err) => {
-                    return Err(err).context(format!(
-                        "removing inventory entry {}/{}",
-                        e.namespace, e.object
-                    ));
-                }
-            }
-        }
-        drop(api);
+    for a in &adoptions {
+        let e = &a.entry;
+        kept_inventory(&cluster, e, args.timeout).await?;
+        say!(
+            "kept clusterctl inventory entry {}/{}: the operator maintains it now",
+            e.namespace,
+            e.object
+        );
     }
     Ok(())
 }

@@ -292,20 +292,19 @@ async fn clusterctl_providers_are_adopted_without_restart_then_upgraded() -> Tes
     assert_eq!(
         migrate
             .stdout
-            .matches("removed clusterctl inventory entry")
+            .matches("kept clusterctl inventory entry")
             .count(),
         3,
         "{}",
         migrate.all()
     );
-    let inventory = cluster.kubectl_ok(&[
-        "get",
-        "providers.clusterctl.cluster.x-k8s.io",
-        "-A",
-        "-o",
-        "name",
-    ])?;
-    assert!(inventory.trim().is_empty(), "inventory left: {inventory}");
+    // clusterctl's inventory stays, now kept by the operator.
+    assert_eq!(
+        inventory_versions(cluster)?,
+        ["v1.11.0"; 3],
+        "{}",
+        migrate.all()
+    );
     for ((kind, ns, name, _, _, deployment), was) in PROVIDERS.iter().zip(before.iter()) {
         let p = provider(cluster, kind, ns, name).ok_or("provider object missing")?;
         assert!(ready_at(&p, "v1.11.0"), "{kind}: {p}");
@@ -359,6 +358,8 @@ async fn clusterctl_providers_are_adopted_without_restart_then_upgraded() -> Tes
             "{kind}: {imgs:?}"
         );
     }
+    // The operator moved clusterctl's inventory to the new version.
+    assert_eq!(inventory_versions(cluster)?, ["v1.12.0"; 3]);
     // The CRD only v1.12.0 has is installed.
     wait_for(Duration::from_secs(30), || async {
         cluster
@@ -369,4 +370,29 @@ async fn clusterctl_providers_are_adopted_without_restart_then_upgraded() -> Tes
     .await
     .ok_or("the v1.12.0 CRD is missing")?;
     Ok(())
+}
+
+/// The versions clusterctl's inventory records for the three providers (core, bootstrap,
+/// control plane), each entry checked to be labelled as the operator's.
+fn inventory_versions(cluster: &TestCluster) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let mut out = Vec::new();
+    for (kind, ns, _, label, _, _) in PROVIDERS {
+        let entry = get_json(
+            cluster,
+            &["providers.clusterctl.cluster.x-k8s.io", "-n", ns, label],
+        )?;
+        assert_eq!(
+            entry.pointer("/metadata/labels/management.cluster.x-k8s.io~1owner-kind"),
+            Some(&Value::from(kind)),
+            "{kind}: the inventory entry is not the operator's: {entry}"
+        );
+        out.push(
+            entry
+                .get("version")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    Ok(out)
 }

@@ -58,6 +58,7 @@ pub struct TestCluster {
 static CLUSTER: OnceLock<Result<TestCluster, String>> = OnceLock::new();
 static PRIVATE: OnceLock<Result<TestCluster, String>> = OnceLock::new();
 static WITH_PROCESS_NODE: OnceLock<Result<TestCluster, String>> = OnceLock::new();
+static SECOND: OnceLock<Result<TestCluster, String>> = OnceLock::new();
 static NS_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A provider spec fragment for the real Cluster API releases whose managers run on kwok's
@@ -114,6 +115,24 @@ pub fn private_cluster() -> Result<&'static TestCluster, Error> {
         .get_or_init(start_private)
         .as_ref()
         .map_err(|e| Error::Start(e.clone()))
+}
+
+/// A second private cluster of this test binary, for tests between two management clusters
+/// (e.g. `clusterctl move`). Started on first use.
+pub fn second_private_cluster() -> Result<&'static TestCluster, Error> {
+    SECOND
+        .get_or_init(start_private)
+        .as_ref()
+        .map_err(|e| Error::Start(e.clone()))
+}
+
+/// The `clusterctl` of Cluster API `version`, built beside the real managers by
+/// `e2e/scripts/build-providers.sh`; `None` when it is not built.
+pub fn clusterctl(version: &str) -> Option<PathBuf> {
+    let path = provider_images()?
+        .parent()?
+        .join(format!("cluster-api-{version}/clusterctl"));
+    path.is_file().then_some(path)
 }
 
 /// A private cluster of this test binary with a process node (`cluster-up.sh --process-node`):

@@ -190,8 +190,9 @@ fn gvk_of(obj: &Value) -> GroupVersionKind {
     GroupVersionKind::gvk(group, version, kind)
 }
 
-type BoxedApply<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ApplyError>> + Send + 'a>>;
+type BoxedApply<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Option<String>, ApplyError>> + Send + 'a>,
+>;
 
 /// How many objects are applied at once.
 const APPLY_CONCURRENCY: usize = 8;
@@ -207,6 +208,37 @@ pub struct Live {
     pub labels: BTreeMap<String, String>,
     /// Annotations.
     pub annotations: BTreeMap<String, String>,
+    /// Field managers other than the operator that wrote the object (not its status), most
+    /// recent first: who to name when the operator has to restore it.
+    pub writers: Vec<String>,
+}
+
+impl Live {
+    /// What the caches know of `meta`.
+    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Live {
+        let mut entries: Vec<_> = meta
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter(|m| m.subresource.as_deref() != Some("status"))
+            .filter_map(|m| Some((m.time.clone(), m.manager.clone()?)))
+            .filter(|(_, who)| who != FIELD_MANAGER)
+            .collect();
+        entries.sort_by(|a, b| b.0.cmp(&a.0));
+        let mut writers: Vec<String> = Vec::new();
+        for (_, who) in entries {
+            if !writers.contains(&who) {
+                writers.push(who);
+            }
+        }
+        Live {
+            rv: meta.resource_version.clone().unwrap_or_default(),
+            generation: meta.generation,
+            labels: meta.labels.clone().unwrap_or_default(),
+            annotations: meta.annotations.clone().unwrap_or_default(),
+            writers,
+        }
+    }
 }
 
 /// What the operator last applied to an object.
@@ -261,6 +293,38 @@ pub struct ApplyReport {
     pub applied: usize,
     /// Objects skipped as unchanged.
     pub unchanged: usize,
+    /// Objects changed or deleted outside the operator that it had to write back, each with
+    /// who changed it (e.g. `Deployment ns/name (changed by clusterctl)`).
+    pub repaired: Vec<String>,
+}
+
+/// An object to write, with what is needed to tell afterwards whether it was drift.
+struct Pending<'a> {
+    obj: &'a Value,
+    key: ObjKey,
+    hash: u64,
+    /// The operator applied this very content before: a write now means someone else changed
+    /// (or deleted) the object, if the write changes it.
+    seen: Option<Live>,
+    known_same: bool,
+}
+
+impl Pending<'_> {
+    /// The description of a repair, when `rv` (after the write) shows the write changed the
+    /// object the operator had applied with this content before.
+    fn repaired(&self, rv: Option<&str>) -> Option<String> {
+        if !self.known_same {
+            return None;
+        }
+        match &self.seen {
+            None => Some(format!("{} (deleted)", self.key)),
+            Some(l) if rv != Some(l.rv.as_str()) => Some(match l.writers.first() {
+                Some(who) => format!("{} (changed by {who})", self.key),
+                None => format!("{} (changed)", self.key),
+            }),
+            Some(_) => None,
+        }
+    }
 }
 
 impl Applier {
@@ -270,6 +334,20 @@ impl Applier {
             client,
             discovery: Mutex::new(HashMap::new()),
             applied: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `obj` needs a request: the operator never applied this content, or the live
+    /// object changed since it did.
+    pub fn needs_apply(&self, obj: &Value, live: Option<&Live>) -> bool {
+        key_of(obj).map_or(true, |key| self.differs(obj, &key, content_hash(obj), live))
+    }
+
+    fn differs(&self, obj: &Value, key: &ObjKey, hash: u64, live: Option<&Live>) -> bool {
+        let known = self.applied.lock().ok().and_then(|a| a.get(key).cloned());
+        match (live, known) {
+            (Some(l), Some(k)) => !unchanged(obj, key, l, &k, hash),
+            _ => true,
         }
     }
 
@@ -316,51 +394,65 @@ impl Applier {
         for obj in objects {
             let key = key_of(obj)?;
             let hash = content_hash(obj);
-            let known = self.applied.lock().ok().and_then(|a| a.get(&key).cloned());
-            let current = live(&key);
-            if let (Some(l), Some(k)) = (&current, &known)
-                && unchanged(obj, &key, l, k, hash)
-            {
+            let seen = live(&key);
+            if !self.differs(obj, &key, hash, seen.as_ref()) {
                 report.unchanged += 1;
                 continue;
             }
-            if key.kind == "CustomResourceDefinition" || key.kind == "Namespace" {
-                first.push((obj, key, hash));
+            let known_same = self
+                .applied
+                .lock()
+                .ok()
+                .and_then(|a| a.get(&key).map(|k| k.hash == hash))
+                .unwrap_or(false);
+            let pending = Pending {
+                obj,
+                key,
+                hash,
+                seen,
+                known_same,
+            };
+            if pending.key.kind == "CustomResourceDefinition" || pending.key.kind == "Namespace" {
+                first.push(pending);
             } else {
-                rest.push((obj, key, hash));
+                rest.push(pending);
             }
         }
         let new_crds: Vec<String> = first
             .iter()
-            .filter(|(_, k, _)| k.kind == "CustomResourceDefinition")
-            .map(|(_, k, _)| k.name.clone())
+            .filter(|p| p.key.kind == "CustomResourceDefinition")
+            .map(|p| p.key.name.clone())
             .collect();
-        report.applied += self.apply_many(first).await?;
+        report.applied += first.len() + rest.len();
+        report.repaired.extend(self.apply_many(first).await?);
         for name in new_crds {
             self.wait_established(&name).await?;
         }
-        report.applied += self.apply_many(rest).await?;
+        report.repaired.extend(self.apply_many(rest).await?);
         Ok(report)
     }
 
-    async fn apply_many(&self, batch: Vec<(&Value, ObjKey, u64)>) -> Result<usize, ApplyError> {
-        let n = batch.len();
+    /// Applies a batch, several at a time; gives the repairs (see [`Pending::repaired`]).
+    async fn apply_many(&self, batch: Vec<Pending<'_>>) -> Result<Vec<String>, ApplyError> {
+        let mut repaired = Vec::new();
         let mut batch = batch.into_iter();
         loop {
             let mut group: Vec<BoxedApply<'_>> = Vec::new();
-            for (obj, key, hash) in batch.by_ref().take(APPLY_CONCURRENCY) {
-                group.push(Box::pin(self.apply_one(obj, key, hash)));
+            for p in batch.by_ref().take(APPLY_CONCURRENCY) {
+                group.push(Box::pin(self.apply_one(p)));
             }
             if group.is_empty() {
-                return Ok(n);
+                return Ok(repaired);
             }
             for r in futures::future::join_all(group).await {
-                r?;
+                repaired.extend(r?);
             }
         }
     }
 
-    async fn apply_one(&self, obj: &Value, key: ObjKey, hash: u64) -> Result<(), ApplyError> {
+    async fn apply_one(&self, p: Pending<'_>) -> Result<Option<String>, ApplyError> {
+        let (obj, hash) = (p.obj, p.hash);
+        let key = p.key.clone();
         let r = self.resolve(&gvk_of(obj)).await?;
         let api = self.api(&r, &key.namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -379,6 +471,7 @@ impl Applier {
             r => r.map_err(|e| classify(&key, e))?,
         };
         tracing::debug!(object = %key, "applied");
+        let repaired = p.repaired(result.metadata.resource_version.as_deref());
         if let Some(rv) = result.metadata.resource_version
             && let Ok(mut a) = self.applied.lock()
         {
@@ -391,7 +484,7 @@ impl Applier {
                 },
             );
         }
-        Ok(())
+        Ok(repaired)
     }
 
     async fn recreate(&self, api: &Api<DynamicObject>, key: &ObjKey) -> Result<(), ApplyError> {
@@ -481,5 +574,68 @@ mod tests {
         let b = json!({"a": 1, "b": [2, 1]});
         assert_ne!(content_hash(&a), content_hash(&b));
         assert_eq!(content_hash(&a), content_hash(&a.clone()));
+    }
+
+    fn managed(manager: &str, time: &str, subresource: Option<&str>) -> serde_json::Value {
+        json!({"manager": manager, "operation": "Update", "time": time, "subresource": subresource})
+    }
+
+    #[test]
+    fn writers_are_other_managers_newest_first_without_status_writers() {
+        let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta =
+            serde_json::from_value(json!({
+                "resourceVersion": "7",
+                "managedFields": [
+                    managed(FIELD_MANAGER, "2026-01-01T00:00:05Z", None),
+                    managed("kubectl-edit", "2026-01-01T00:00:01Z", None),
+                    managed("clusterctl", "2026-01-01T00:00:03Z", None),
+                    managed("kube-controller-manager", "2026-01-01T00:00:09Z", Some("status")),
+                    managed("clusterctl", "2026-01-01T00:00:02Z", Some("scale")),
+                ],
+            }))
+            .unwrap();
+        let live = Live::of(&meta);
+        assert_eq!(live.rv, "7");
+        assert_eq!(live.writers, ["clusterctl", "kubectl-edit"]);
+    }
+
+    #[test]
+    fn a_repair_is_a_write_that_changed_what_the_operator_had_applied() {
+        let obj = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ns"}});
+        let live = |rv: &str, writers: &[&str]| Live {
+            rv: rv.into(),
+            writers: writers.iter().map(|w| w.to_string()).collect(),
+            ..Live::default()
+        };
+        let pending = |seen: Option<Live>, known_same: bool| Pending {
+            obj: &obj,
+            key: key_of(&obj).unwrap(),
+            hash: 1,
+            seen,
+            known_same,
+        };
+        // Changed by someone, and the write changed it back.
+        assert_eq!(
+            pending(Some(live("5", &["clusterctl"])), true)
+                .repaired(Some("6"))
+                .as_deref(),
+            Some("Deployment ns/d (changed by clusterctl)")
+        );
+        // Deleted by someone.
+        assert_eq!(
+            pending(None, true).repaired(Some("9")).as_deref(),
+            Some("Deployment ns/d (deleted)")
+        );
+        // Another writer touched fields the operator does not set: the write changed nothing.
+        assert_eq!(
+            pending(Some(live("5", &["cainjector"])), true).repaired(Some("5")),
+            None
+        );
+        // New content (an upgrade, a changed spec): not drift.
+        assert_eq!(
+            pending(Some(live("5", &["clusterctl"])), false).repaired(Some("6")),
+            None
+        );
+        assert_eq!(pending(None, false).repaired(Some("1")), None);
     }
 }

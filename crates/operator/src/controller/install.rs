@@ -101,14 +101,16 @@ async fn run<P: Provider>(s: &mut State<'_, P>) -> Phase {
     let applied = apply_phase(s, &rendered.objects)
         .instrument(debug_span!("phase", name = "apply"))
         .await?;
-    prune(
-        s,
-        &rendered.objects,
-        pause.is_some(),
-        upgrading(s.status, &fetched.version),
-    )
-    .instrument(debug_span!("phase", name = "prune"))
-    .await?;
+    let changes_version = upgrading(s.status, &fetched.version);
+    if let Some(entry) = &rendered.entry {
+        record_in_inventory(s, entry, &fetched.version, changes_version)
+            .instrument(debug_span!("phase", name = "inventory"))
+            .await;
+    }
+    let desired: Vec<&Value> = rendered.objects.iter().chain(&rendered.entry).collect();
+    prune(s, &desired, pause.is_some(), changes_version)
+        .instrument(debug_span!("phase", name = "prune"))
+        .await?;
     report(s, &fetched, rendered, applied, pause)
         .instrument(debug_span!("phase", name = "report"))
         .await;
@@ -334,6 +336,8 @@ struct Render {
     count: usize,
     /// The ContractVerified condition, from the rendered objects.
     verified: Desired,
+    /// clusterctl's inventory entry (when the operator keeps the inventory).
+    entry: Option<Value>,
 }
 
 /// Renders the release with the provider's settings and finalizes the objects to apply.
@@ -372,10 +376,15 @@ async fn render_phase<P>(
     };
     let mut objects = rendered.objects;
     finalize(&mut objects, s.p, pause);
+    let entry = s
+        .ctx
+        .inventory
+        .then(|| capi_components::inventory::entry(s.p, &f.version));
     ControlFlow::Continue(Render {
         objects,
         count,
         verified,
+        entry,
     })
 }
 
@@ -390,6 +399,11 @@ async fn apply_phase<P: Provider>(s: &State<'_, P>, objects: &[Value]) -> Phase<
         Ok(r) => r,
         Err(e) => return end(Outcome::from_apply(e)),
     };
+    if !report.repaired.is_empty() {
+        warn!(provider = %provider_key(s.p), objects = ?report.repaired, "restored objects changed outside the operator");
+        let note = repaired_note(&report.repaired);
+        publish(s.obj, s.ctx, false, reason::DRIFT_REPAIRED, note).await;
+    }
     if report.applied > 0 {
         info!(provider = %provider_key(s.p), applied = report.applied, unchanged = report.unchanged, "applied");
         // Applied as the release says, but shown: an admin should see a release that grants
@@ -408,10 +422,26 @@ async fn apply_phase<P: Provider>(s: &State<'_, P>, objects: &[Value]) -> Phase<
     ControlFlow::Continue(report)
 }
 
+/// The event text of a drift repair: what was restored and who had changed it.
+fn repaired_note(repaired: &[String]) -> String {
+    const SHOWN: usize = 8;
+    let mut note = format!(
+        "restored as declared, after changes made outside the operator: {}",
+        repaired[..repaired.len().min(SHOWN)].join(", ")
+    );
+    if repaired.len() > SHOWN {
+        note.push_str(&format!(" and {} more", repaired.len() - SHOWN));
+    }
+    note.push_str(
+        "; change the provider object instead (spec.version, spec.deployment, spec.manager)",
+    );
+    note
+}
+
 /// Deletes what this provider installed before but no longer renders.
 async fn prune<P: Provider>(
     s: &State<'_, P>,
-    objects: &[Value],
+    objects: &[&Value],
     paused: bool,
     upgrading: bool,
 ) -> Phase {
@@ -429,6 +459,53 @@ async fn prune<P: Provider>(
             ControlFlow::Continue(())
         }
         Err(e) => end(Outcome::from_apply(e)),
+    }
+}
+
+/// Keeps the provider's clusterctl inventory entry at the version just applied. Not part of the
+/// release: a failure is an event, never a failed install. An entry someone else changed (see
+/// [`super::inventory`]) is said to be restored in an event.
+async fn record_in_inventory<P: Provider>(
+    s: &State<'_, P>,
+    entry: &Value,
+    version: &str,
+    changes_version: bool,
+) {
+    let Ok(key) = key_of(entry) else { return };
+    if !s
+        .ctx
+        .applier
+        .needs_apply(entry, s.ctx.world.live(&key).as_ref())
+    {
+        return;
+    }
+    let found = super::inventory::recorded_version(&s.ctx.client, entry)
+        .await
+        .ok()
+        .flatten();
+    let applied = s
+        .ctx
+        .applier
+        .apply_all(std::slice::from_ref(entry), |k| s.ctx.world.live(k))
+        .await;
+    if let Err(e) = applied {
+        warn!(provider = %provider_key(s.p), error = %e, "clusterctl inventory entry not written");
+        let note = format!("clusterctl's inventory entry {key} was not written: {e}");
+        publish(s.obj, s.ctx, false, reason::INVENTORY_NOT_WRITTEN, note).await;
+        return;
+    }
+    if let Some(found) = found.filter(|f| f != version && !changes_version) {
+        let entry = format!("{}/{}", key.namespace, key.name);
+        warn!(provider = %provider_key(s.p), %found, %version, "clusterctl changed the provider; declared state restored");
+        let note = super::inventory::reverted_note(&entry, &found, version);
+        publish(
+            s.obj,
+            s.ctx,
+            false,
+            reason::CLUSTERCTL_CHANGE_REVERTED,
+            note,
+        )
+        .await;
     }
 }
 

@@ -8,6 +8,7 @@ pub mod conditions;
 #[cfg(test)]
 mod fake_api;
 pub mod install;
+pub mod inventory;
 pub mod kstatus;
 pub mod labels;
 pub mod preflight;
@@ -79,6 +80,8 @@ pub const OWNED_KINDS: &[(&str, &str, &str)] = &[
     ),
     ("cert-manager.io", "v1", "Certificate"),
     ("cert-manager.io", "v1", "Issuer"),
+    // clusterctl's inventory entries (see [`inventory`]).
+    ("clusterctl.cluster.x-k8s.io", "v1alpha3", "Provider"),
 ];
 
 /// Settings of the `run` command.
@@ -102,6 +105,8 @@ pub struct Options {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Readiness served on `/readyz`.
     pub health: Arc<crate::server::Health>,
+    /// Keep clusterctl's inventory for the providers the operator installs.
+    pub clusterctl_inventory: bool,
 }
 
 impl Default for Options {
@@ -116,6 +121,7 @@ impl Default for Options {
             leader_election: None,
             metrics: Arc::default(),
             health: Arc::default(),
+            clusterctl_inventory: true,
         }
     }
 }
@@ -181,12 +187,7 @@ impl World {
             r = r.within(&key.namespace);
         }
         let o = kind.store.get(&r)?;
-        Some(apply::Live {
-            rv: o.metadata.resource_version.clone().unwrap_or_default(),
-            generation: o.metadata.generation,
-            labels: o.metadata.labels.clone().unwrap_or_default(),
-            annotations: o.metadata.annotations.clone().unwrap_or_default(),
-        })
+        Some(apply::Live::of(&o.metadata))
     }
 
     /// The installed objects of `p` the caches hold.
@@ -252,6 +253,8 @@ pub struct Ctx {
     pub opts: Options,
     /// Consecutive transient failures per provider, for exponential backoff.
     pub failures: std::sync::Mutex<BTreeMap<String, u32>>,
+    /// Whether providers get clusterctl inventory entries (asked for, and the CRD is served).
+    pub inventory: bool,
 }
 
 /// The owner reference the operator's own objects (release caches) carry.
@@ -578,6 +581,8 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
         .map(|k| (k.provider_type, k.lister.clone()))
         .collect();
     let mut tasks: Vec<Task> = Vec::new();
+    // Before the installed kinds are discovered, so the entries are watched like the rest.
+    let inventory = opts.clusterctl_inventory && inventory::ensure_crd(&client).await;
     let (owned, deployments) = watch_installed(&client, &triggers, &mut tasks).await;
     let reporter = Reporter {
         controller: FIELD_MANAGER.into(),
@@ -599,6 +604,7 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
         },
         opts: opts.clone(),
         failures: std::sync::Mutex::new(BTreeMap::new()),
+        inventory,
     });
     watch_inputs(&ctx, &triggers, &mut tasks);
     let watchers = tokio::spawn(join_all(tasks));

@@ -86,6 +86,7 @@ fn ctx(fake: &Arc<FakeApi>, others: Vec<AnyProvider>) -> Arc<Ctx> {
             config_retry: Duration::from_secs(60),
             ..Options::default()
         },
+        inventory: false,
         failures: std::sync::Mutex::new(BTreeMap::new()),
     })
 }

@@ -185,11 +185,12 @@ pub async fn wait_available(
     ok.ok_or_else(|| format!("Deployment {namespace}/{name} not available").into())
 }
 
-/// Loads the real releases of `versions` into ConfigMaps of the providers' namespaces.
+/// Loads the real releases (`releases`: `../shared/testdata/providers`) of `versions` into
+/// ConfigMaps of the providers' namespaces.
 pub async fn load_real_releases(
     cluster: &TestCluster,
     client: &Client,
-    parts: &RealParts,
+    releases: &std::path::Path,
     versions: &[&str],
 ) -> TestResult {
     for (_, ns, _, label, file) in REAL_PROVIDERS {
@@ -202,7 +203,7 @@ pub async fn load_real_releases(
             release_configmap_from_dir(
                 client,
                 ns,
-                &parts.releases,
+                releases,
                 label,
                 v,
                 file,
