@@ -128,7 +128,9 @@ demo: deps control-plane ## The operator demo: local control plane, CRDs, operat
 	@$(SCRIPTS)/demo.sh
 
 .PHONY: bench
-bench: control-plane ## Benchmarks: render time of the real v1.12.0 core release; install time ratio, idle writes and RSS of the operator.
+bench: control-plane ## Benchmarks: render time; install ratio, idle writes, RSS; scale (1/10/30 providers, restart); writes docs/performance.md.
 	$(CARGO) bench -p capi-components --bench render
 	$(CARGO) build --release -p capi-provider-operator --bin capi-provider-operator
 	python3 e2e/bench/install.py
+	python3 e2e/bench/scale.py
+	python3 e2e/bench/report.py

@@ -26,10 +26,8 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPTS = os.path.join(ROOT, "e2e", "scripts")
-TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/capi-provider-operator/target"))
-BIN = os.path.join(TARGET, "release", "capi-provider-operator")
+from common import BIN, ROOT, Cluster, run
+
 SHARED = os.environ.get("CAPI_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
 
 PROVIDERS = [
@@ -38,25 +36,6 @@ PROVIDERS = [
     ("ControlPlaneProvider", "capi-kubeadm-control-plane-system", "kubeadm", "control-plane-kubeadm", "control-plane-components.yaml"),
 ]
 VERSION = "v1.12.0"
-
-
-def run(*args, **kw):
-    return subprocess.run(args, check=True, capture_output=True, text=True, **kw).stdout
-
-
-class Cluster:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="capi-bench-")
-        os.rmdir(self.dir)
-        self.kubeconfig = run(os.path.join(SCRIPTS, "cluster-up.sh"), "--dir", self.dir).strip()
-        self.kubectl = os.path.join(run(os.path.join(SCRIPTS, "build.sh")).strip(), "kubectl")
-
-    def k(self, *args, stdin=None):
-        return subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, *args], check=True,
-                              capture_output=True, text=True, input=stdin).stdout
-
-    def down(self):
-        subprocess.run([os.path.join(SCRIPTS, "cluster-down.sh"), "--dir", self.dir], capture_output=True)
 
 
 def provider_yaml(kind, ns, name, selector=True):

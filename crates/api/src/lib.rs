@@ -31,6 +31,11 @@ pub const MANAGED_BY_ANNOTATION: &str = "cluster.x-k8s.io/managed-by";
 /// Annotation on a paused provider's Deployments keeping their replica count.
 pub const ORIGINAL_REPLICAS_ANNOTATION: &str =
     "management.cluster.x-k8s.io/original-controller-replicas";
+/// Label on every object the operator applies: a hash of the content it applied, so a
+/// restarted operator knows an object it last wrote is already as declared (no write needed).
+/// A label, not an annotation: a Deployment's generation moves with its annotations (they are
+/// copied to its ReplicaSets), and adopting installed providers must not move it.
+pub const APPLIED_HASH_LABEL: &str = "management.cluster.x-k8s.io/applied-hash";
 /// Label naming the kind of the provider that installed an object.
 pub const OWNER_KIND_LABEL: &str = "management.cluster.x-k8s.io/owner-kind";
 /// Label naming the provider that installed an object.

@@ -5,7 +5,6 @@
 
 use std::{
     collections::{BTreeMap, HashMap},
-    hash::{DefaultHasher, Hash, Hasher},
     sync::Mutex,
     time::Duration,
 };
@@ -19,6 +18,7 @@ use kube::{
 use serde_json::Value;
 
 use super::FIELD_MANAGER;
+use capi_operator_api::APPLIED_HASH_LABEL;
 
 /// Identifies an object across kinds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -143,7 +143,8 @@ pub struct Applier {
     discovery: Mutex<HashMap<(String, String, String), Resolved>>,
     // What the operator last applied per object: the resourceVersion the apiserver answered and
     // a hash of the applied content. An object whose live resourceVersion and desired content
-    // both match needs no request at all.
+    // both match needs no request at all. After a restart this is empty; the hash label on
+    // the object and its managedFields answer the same question (see `Live::ours_last`).
     applied: Mutex<HashMap<ObjKey, Applied>>,
 }
 
@@ -177,10 +178,26 @@ pub fn key_of(obj: &Value) -> Result<ObjKey, ApplyError> {
     })
 }
 
-fn content_hash(obj: &Value) -> u64 {
-    let mut h = DefaultHasher::new();
-    obj.to_string().hash(&mut h);
-    h.finish()
+/// A stable hash of the content to apply (kept on the object in [`APPLIED_HASH_LABEL`],
+/// so it must not change between operator processes).
+fn content_hash(obj: &Value) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(obj.to_string().as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `obj` with the hash of its content in [`APPLIED_HASH_LABEL`].
+fn with_hash(obj: &Value, hash: &str) -> Value {
+    let mut body = obj.clone();
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        let labels = meta
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(l) = labels.as_object_mut() {
+            l.insert(APPLIED_HASH_LABEL.into(), hash.into());
+        }
+    }
+    body
 }
 
 fn gvk_of(obj: &Value) -> GroupVersionKind {
@@ -211,6 +228,9 @@ pub struct Live {
     /// Field managers other than the operator that wrote the object (not its status), most
     /// recent first: who to name when the operator has to restore it.
     pub writers: Vec<String>,
+    /// The operator wrote the object last (by its managedFields times, status aside): with the
+    /// hash label, what a restarted operator knows without memory.
+    pub ours_last: bool,
 }
 
 impl Live {
@@ -225,6 +245,19 @@ impl Live {
             .filter(|(_, who)| who != FIELD_MANAGER)
             .collect();
         entries.sort_by(|a, b| b.0.cmp(&a.0));
+        let ours = meta
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter(|m| m.manager.as_deref() == Some(FIELD_MANAGER))
+            .filter_map(|m| m.time.clone())
+            .max();
+        // Same second counts as after: managedFields times have a second's resolution.
+        let ours_last = ours.is_some_and(|t| {
+            entries
+                .first()
+                .is_none_or(|(other, _)| other.as_ref().is_some_and(|o| *o < t))
+        });
         let mut writers: Vec<String> = Vec::new();
         for (_, who) in entries {
             if !writers.contains(&who) {
@@ -237,6 +270,7 @@ impl Live {
             labels: meta.labels.clone().unwrap_or_default(),
             annotations: meta.annotations.clone().unwrap_or_default(),
             writers,
+            ours_last,
         }
     }
 }
@@ -246,7 +280,7 @@ impl Live {
 struct Applied {
     rv: String,
     generation: Option<i64>,
-    hash: u64,
+    hash: String,
 }
 
 // Kinds whose spec changes always move metadata.generation and whose status is written by
@@ -261,7 +295,13 @@ const GENERATION_KINDS: &[&str] = &[
     "Issuer",
 ];
 
-fn unchanged(desired: &Value, key: &ObjKey, live: &Live, known: &Applied, hash: u64) -> bool {
+/// Without memory of an apply (after a restart): the live object carries this content's hash
+/// and nobody wrote it after the operator did.
+fn unchanged_since_restart(live: &Live, hash: &str) -> bool {
+    live.ours_last && live.labels.get(APPLIED_HASH_LABEL).map(String::as_str) == Some(hash)
+}
+
+fn unchanged(desired: &Value, key: &ObjKey, live: &Live, known: &Applied, hash: &str) -> bool {
     if known.hash != hash {
         return false;
     }
@@ -302,7 +342,7 @@ pub struct ApplyReport {
 struct Pending<'a> {
     obj: &'a Value,
     key: ObjKey,
-    hash: u64,
+    hash: String,
     /// The operator applied this very content before: a write now means someone else changed
     /// (or deleted) the object, if the write changes it.
     seen: Option<Live>,
@@ -340,14 +380,17 @@ impl Applier {
     /// Whether `obj` needs a request: the operator never applied this content, or the live
     /// object changed since it did.
     pub fn needs_apply(&self, obj: &Value, live: Option<&Live>) -> bool {
-        key_of(obj).map_or(true, |key| self.differs(obj, &key, content_hash(obj), live))
+        key_of(obj).map_or(true, |key| {
+            self.differs(obj, &key, &content_hash(obj), live)
+        })
     }
 
-    fn differs(&self, obj: &Value, key: &ObjKey, hash: u64, live: Option<&Live>) -> bool {
+    fn differs(&self, obj: &Value, key: &ObjKey, hash: &str, live: Option<&Live>) -> bool {
         let known = self.applied.lock().ok().and_then(|a| a.get(key).cloned());
         match (live, known) {
             (Some(l), Some(k)) => !unchanged(obj, key, l, &k, hash),
-            _ => true,
+            (Some(l), None) => !unchanged_since_restart(l, hash),
+            (None, _) => true,
         }
     }
 
@@ -395,16 +438,21 @@ impl Applier {
             let key = key_of(obj)?;
             let hash = content_hash(obj);
             let seen = live(&key);
-            if !self.differs(obj, &key, hash, seen.as_ref()) {
+            if !self.differs(obj, &key, &hash, seen.as_ref()) {
                 report.unchanged += 1;
                 continue;
             }
+            // Applied with this content before: by this process, or (after a restart) as the
+            // object's hash label says.
             let known_same = self
                 .applied
                 .lock()
                 .ok()
                 .and_then(|a| a.get(&key).map(|k| k.hash == hash))
-                .unwrap_or(false);
+                .unwrap_or_else(|| {
+                    seen.as_ref()
+                        .is_some_and(|l| l.labels.get(APPLIED_HASH_LABEL) == Some(&hash))
+                });
             let pending = Pending {
                 obj,
                 key,
@@ -451,7 +499,9 @@ impl Applier {
     }
 
     async fn apply_one(&self, p: Pending<'_>) -> Result<Option<String>, ApplyError> {
-        let (obj, hash) = (p.obj, p.hash);
+        let hash = p.hash.clone();
+        let body = with_hash(p.obj, &hash);
+        let obj = &body;
         let key = p.key.clone();
         let r = self.resolve(&gvk_of(obj)).await?;
         let api = self.api(&r, &key.namespace);
@@ -610,7 +660,7 @@ mod tests {
         let pending = |seen: Option<Live>, known_same: bool| Pending {
             obj: &obj,
             key: key_of(&obj).unwrap(),
-            hash: 1,
+            hash: "h".into(),
             seen,
             known_same,
         };
@@ -637,5 +687,63 @@ mod tests {
             None
         );
         assert_eq!(pending(None, false).repaired(Some("1")), None);
+    }
+
+    #[test]
+    fn a_restarted_operator_trusts_its_hash_only_while_it_wrote_last() {
+        let meta = |entries: Vec<serde_json::Value>, hash: Option<&str>| {
+            let m: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta =
+                serde_json::from_value(json!({
+                    "resourceVersion": "3",
+                    "labels": hash.map(|h| json!({APPLIED_HASH_LABEL: h})),
+                    "managedFields": entries,
+                }))
+                .unwrap();
+            Live::of(&m)
+        };
+        let ours = managed(FIELD_MANAGER, "2026-01-01T00:00:05Z", None);
+        // Written by the operator, status written since: nothing to do.
+        let l = meta(
+            vec![
+                ours.clone(),
+                managed(
+                    "kube-controller-manager",
+                    "2026-01-01T00:00:09Z",
+                    Some("status"),
+                ),
+            ],
+            Some("abc"),
+        );
+        assert!(l.ours_last);
+        assert!(unchanged_since_restart(&l, "abc"));
+        // Other content declared now (an upgrade while the operator was down): apply.
+        assert!(!unchanged_since_restart(&l, "def"));
+        // Someone wrote it after the operator (or in the same second): apply.
+        for t in ["2026-01-01T00:00:07Z", "2026-01-01T00:00:05Z"] {
+            let l = meta(
+                vec![ours.clone(), managed("kubectl-edit", t, None)],
+                Some("abc"),
+            );
+            assert!(!l.ours_last, "{t}");
+            assert!(!unchanged_since_restart(&l, "abc"));
+        }
+        // Never written by the operator (clusterctl's objects being adopted): apply.
+        let l = meta(
+            vec![managed("clusterctl", "2026-01-01T00:00:01Z", None)],
+            Some("abc"),
+        );
+        assert!(!unchanged_since_restart(&l, "abc"));
+        // The hash is stable across processes and sees any change.
+        let a = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}});
+        assert_eq!(content_hash(&a), content_hash(&a.clone()));
+        assert_eq!(content_hash(&a).len(), 32);
+        assert_ne!(
+            content_hash(&a),
+            content_hash(&json!({"kind": "ConfigMap", "data": {"k": "w"}}))
+        );
+        assert_eq!(
+            with_hash(&a, "abc")["metadata"]["labels"][APPLIED_HASH_LABEL],
+            "abc"
+        );
     }
 }

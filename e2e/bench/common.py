@@ -1,0 +1,33 @@
+"""What the benchmarks share: paths, the release build of the operator and fresh local control planes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPTS = os.path.join(ROOT, "e2e", "scripts")
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/capi-provider-operator/target"))
+BIN = os.path.join(TARGET, "release", "capi-provider-operator")
+
+
+def run(*args, **kw):
+    return subprocess.run(args, check=True, capture_output=True, text=True, **kw).stdout
+
+
+class Cluster:
+    """A fresh local control plane (e2e/scripts/cluster-up.sh) in a directory of its own."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="capi-bench-")
+        os.rmdir(self.dir)
+        self.kubeconfig = run(os.path.join(SCRIPTS, "cluster-up.sh"), "--dir", self.dir).strip()
+        self.kubectl = os.path.join(run(os.path.join(SCRIPTS, "build.sh")).strip(), "kubectl")
+
+    def k(self, *args, stdin=None):
+        return subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, *args], check=True,
+                              capture_output=True, text=True, input=stdin).stdout
+
+    def down(self):
+        subprocess.run([os.path.join(SCRIPTS, "cluster-down.sh"), "--dir", self.dir], capture_output=True)
