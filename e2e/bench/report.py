@@ -90,6 +90,66 @@ def restart_section(r: dict) -> list[str]:
             f"| the same, leader killed (SIGKILL, lease must expire: 15 s) | {t['SIGKILL']:.2f} s | |", ""]
 
 
+def churn_section(r: dict) -> list[str]:
+    c = r["churn"]
+    return ["## Background churn", "",
+            f"Three providers installed, then {c['objects']:,} unrelated Secrets and ConfigMaps in "
+            f"{c['namespaces']} namespaces (created in {c['create_s']:.0f} s), then {c['updates']:,} updates "
+            f"over 60 s ({c['update_rate']:.0f}/s). What the operator did meanwhile:", "",
+            "| measure | value | goal |", "|---|---:|---:|",
+            f"| RSS growth over the churn minute | {c['rss_growth_mib']:+.1f} MiB (now {c['rss_mib']:.1f}) | ≤ 5 MiB |",
+            f"| CPU over the churn minute | {c['cpu_s']:.2f} s | ≤ 1 s |",
+            f"| provider reconciles triggered | {c['reconciles']:.0f} | 0 |",
+            f"| API writes | {c['writes']} | 0 |", ""]
+
+
+def large_section(r: dict, plots: str) -> list[str]:
+    rows = r["large"]["releases"]
+    xs = [row["bytes"] / 1e6 for row in rows]
+    open(os.path.join(plots, "large-render.svg"), "w").write(line_chart(
+        "Render of large releases", "release size (MB)", "seconds", xs,
+        {"render (whole command)": [row["render_s"] for row in rows],
+         "linear from 1x": [rows[0]["render_s"] * x / xs[0] for x in xs]}))
+    open(os.path.join(plots, "large-rss.svg"), "w").write(line_chart(
+        "Peak memory of a render", "release size (MB)", "peak RSS (MiB)", xs,
+        {"peak RSS": [row["peak_rss_mib"] for row in rows]}))
+    i = r["large"]["install_16x"]
+    out = ["## Large releases", "",
+           "The real v1.12.0 core release with its CRDs repeated under other API groups: `render` of "
+           "the whole release (process start to exit) and its peak RSS. Growth should be linear.", "",
+           "| size | bytes | render (s) | peak RSS (MiB) |", "|---:|---:|---:|---:|"]
+    for row in rows:
+        out.append(f"| {row['factor']}x | {row['bytes']:,} | {row['render_s']:.3f} | {row['peak_rss_mib']:.1f} |")
+    out += ["", f"The operator installing the {i['factor']}x release (from the local GitHub-compatible server): "
+            f"{i['install_s']:.1f} s to Ready, RSS {i['rss_mib']:.1f} MiB afterwards, and the longest stall of its "
+            f"event loop (a 100 ms tick running late, `capi_operator_event_loop_stall_max_seconds`): "
+            f"**{i['max_stall_s'] * 1000:.0f} ms** — the longest lease renewal and watch handling could be delayed "
+            "(lease renewal deadline: 10 s).", "",
+            "![render time](performance/large-render.svg) ![render memory](performance/large-rss.svg)", ""]
+    return out
+
+
+def gaps(r: dict) -> list[str]:
+    """The goals these figures miss, computed from them."""
+    out = []
+    for row in r.get("many", []):
+        over = row["operator_s"] / row["floor_s"] - 1
+        if over > 0.10:
+            out.append(f"- {row['providers']} provider(s): {over * 100:.0f} % over the floor (goal ≤ 10 %), "
+                       f"{row['operator_s'] - row['floor_s']:.2f} s in absolute terms.")
+    c = r.get("churn")
+    if c and c["cpu_s"] > 1:
+        out.append(f"- Background churn: {c['cpu_s']:.2f} CPU-seconds for the churn minute (goal ≤ 1).")
+    if c and (c["reconciles"] or c["writes"] or c["rss_growth_mib"] > 5):
+        out.append("- Background churn: reconciles, writes or RSS growth above their goals.")
+    s = r.get("restart")
+    if s and s["writes"]:
+        out.append(f"- Restart: {s['writes']} writes (goal 0).")
+    if not out:
+        return []
+    return ["## Goals not met", "", *out, ""]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/scale.json"))
@@ -105,6 +165,11 @@ def main():
         out += many_section(r, plots)
     if "restart" in r:
         out += restart_section(r)
+    if "churn" in r:
+        out += churn_section(r)
+    if "large" in r:
+        out += large_section(r, plots)
+    out += gaps(r)
     open(os.path.join(a.docs, "performance.md"), "w").write("\n".join(out))
 
 

@@ -8,6 +8,13 @@ many     1, 10 and 30 providers declared at once (the project's sample core prov
          the sample with its own API group and ClusterRole names, so no two providers install
          the same object): time to all Ready against the floor of `kubectl apply --server-side`
          of the same rendered objects plus waiting for the Deployments, and the operator's RSS.
+churn    three providers installed, then 20,000 unrelated Secrets and 20,000 ConfigMaps in 200
+         namespaces, then 60 s of 100 updates per second to them: the operator's RSS and CPU
+         growth, the reconciles they trigger and the writes it makes.
+large    releases 1x, 4x and 16x the size of the real v1.12.0 core release (its CRDs repeated under
+         other API groups): render time and peak RSS of `capi-provider-operator render`, and the
+         longest stall of the operator's event loop while it installs the largest one (served by
+         the local GitHub-compatible server).
 restart  with the 30 providers installed, the operator restarted: time from start to the first
          complete pass over every provider, the writes and release reads it makes; then two
          replicas with leader election, the leader stopped (SIGTERM: the lease is released) and
@@ -15,7 +22,7 @@ restart  with the 30 providers installed, the operator restarted: time from star
 
 Results go to a JSON file (--out, default ~/.cache/capi-provider-operator/bench/scale.json) that
 e2e/bench/report.py turns into docs/performance.md and its plots.
-Usage: scale.py [--runs N] [--scenarios many,restart] [--out FILE]
+Usage: scale.py [--runs N] [--scenarios many,restart,churn,large] [--out FILE]
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import tempfile
 import time
 import urllib.request
 
-from common import BIN, ROOT, Cluster, run
+from common import BIN, ROOT, TARGET, Cluster, run
 
 SAMPLES = os.path.join(ROOT, "examples", "sample-providers")
 SIZES = [1, 10, 30]
@@ -239,10 +246,156 @@ def restart(runs: int) -> dict:
         c.down()
 
 
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def churn(objects: int = 20000, namespaces: int = 200, seconds: int = 60, rate: int = 100) -> dict:
+    """Background churn: unrelated Secrets and ConfigMaps created, then updated at `rate`/s."""
+    ps = providers(3)
+    c = Cluster()
+    op = proxy = None
+    try:
+        prepare(c, ps)
+        c.k("apply", "--server-side", "-f", "-", stdin="\n".join(configmap(*p) for p in ps))
+        op = Operator(c, "operator")
+        c.k("apply", "--server-side", "-f", "-", stdin="\n---\n".join(provider_yaml(*p[:3]) for p in ps))
+        wait_ready(c, ps)
+        port = free_port()
+        proxy = subprocess.Popen([c.kubectl, "--kubeconfig", c.kubeconfig, "proxy", f"--port={port}"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        api = f"http://127.0.0.1:{port}"
+        time.sleep(1)
+        def call(method, path, body):
+            req = urllib.request.Request(api + path, method=method, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/merge-patch+json" if method == "PATCH"
+                                                  else "application/json"})
+            urllib.request.urlopen(req, timeout=30).read()
+        for n in range(namespaces):
+            call("POST", "/api/v1/namespaces", {"metadata": {"name": f"churn-{n}"}})
+        per = objects // namespaces
+        t0 = time.monotonic()
+        for n in range(namespaces):
+            for i in range(per):
+                meta = {"name": f"obj-{i}", "namespace": f"churn-{n}", "labels": {"app": "churn"}}
+                call("POST", f"/api/v1/namespaces/churn-{n}/secrets", {"metadata": meta, "stringData": {"v": "0"}})
+                call("POST", f"/api/v1/namespaces/churn-{n}/configmaps", {"metadata": meta, "data": {"v": "0"}})
+        created_s = time.monotonic() - t0
+        time.sleep(5)
+        rss0, cpu0 = op.rss_mib(), cpu_seconds(op.p.pid)
+        passes0, log0 = passes(op), len(op.log())
+        t0 = time.monotonic()
+        done = 0
+        while time.monotonic() - t0 < seconds:
+            kind = "secrets" if done % 2 == 0 else "configmaps"
+            field = "stringData" if kind == "secrets" else "data"
+            n, i = done % namespaces, (done // namespaces) % per
+            call("PATCH", f"/api/v1/namespaces/churn-{n}/{kind}/obj-{i}", {field: {"v": str(done)}})
+            done += 1
+            ahead = done / rate - (time.monotonic() - t0)
+            if ahead > 0:
+                time.sleep(ahead)
+        time.sleep(2)
+        return {"objects": 2 * per * namespaces, "namespaces": namespaces, "create_s": created_s,
+                "updates": done, "update_rate": done / seconds,
+                "rss_growth_mib": op.rss_mib() - rss0, "rss_mib": op.rss_mib(),
+                "cpu_s": cpu_seconds(op.p.pid) - cpu0,
+                "reconciles": passes(op) - passes0, "writes": op.writes(log0)}
+    finally:
+        if proxy:
+            proxy.kill()
+        if op:
+            op.stop()
+        c.down()
+
+
+def large_release(factor: int, into: str) -> str:
+    """The v1.12.0 core release with its CRDs repeated `factor` times under other API groups."""
+    import yaml  # PyYAML: only this scenario needs it
+    shared = os.environ.get("CAPI_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
+    base = os.path.join(shared, "testdata/providers/cluster-api/v1.12.0")
+    text = open(os.path.join(base, "core-components.yaml")).read()
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    crds = [d for d in docs if d.get("kind") == "CustomResourceDefinition"]
+    out = list(docs)
+    for k in range(1, factor):
+        for crd in crds:
+            copy = json.loads(json.dumps(crd))
+            group = f"x{k}.{copy['spec']['group']}"
+            copy["spec"]["group"] = group
+            copy["metadata"]["name"] = f"{copy['spec']['names']['plural']}.{group}"
+            copy["spec"].pop("conversion", None)
+            out.append(copy)
+    d = os.path.join(into, "cluster-api", f"v1.{factor}.0")
+    os.makedirs(d, exist_ok=True)
+    body = "\n---\n".join(yaml.safe_dump(o, sort_keys=False) for o in out)
+    open(os.path.join(d, "core-components.yaml"), "w").write(body)
+    open(os.path.join(d, "metadata.yaml"), "w").write(
+        "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3\nkind: Metadata\nreleaseSeries:\n"
+        f"- major: 1\n  minor: {factor}\n  contract: v1beta2\n")
+    return body
+
+
+def large(runs: int) -> dict:
+    rows = []
+    with tempfile.TemporaryDirectory() as repo:
+        for factor in (1, 4, 16):
+            body = large_release(factor, repo)
+            f = os.path.join(repo, f"core-{factor}.yaml")
+            open(f, "w").write(provider_yaml("CoreProvider", "capi-system", "cluster-api", selector=False)
+                               .replace("v0.2.0", f"v1.{factor}.0"))
+            times, peaks = [], []
+            for _ in range(runs):
+                t0 = time.monotonic()
+                p = subprocess.Popen([BIN, "render", "-f", f, "--repository", repo], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+                _, status, usage = os.wait4(p.pid, 0)
+                times.append(time.monotonic() - t0)
+                peaks.append(usage.ru_maxrss / 1024)
+                if status != 0:
+                    raise RuntimeError(f"render of the {factor}x release failed")
+            rows.append({"factor": factor, "bytes": len(body), "render_s": statistics.median(times),
+                         "peak_rss_mib": statistics.median(peaks)})
+            print(f"large {factor}x: {rows[-1]}", file=sys.stderr)
+        stall = install_stall(repo, 16)
+    return {"releases": rows, "install_16x": stall}
+
+
+def install_stall(repo: str, factor: int) -> dict:
+    """The operator installs the `factor`x release from the local GitHub-compatible server."""
+    fake = os.path.join(TARGET, "debug", "capi-fake-github")
+    server = subprocess.Popen([fake, "--dir", repo, "--repo", "kubernetes-sigs/cluster-api=cluster-api"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    c = Cluster()
+    op = None
+    try:
+        url = server.stdout.readline().strip() if server.stdout else ""
+        c.k("apply", "--server-side", "-f", os.path.join(os.environ.get("CAPI_SHARED_DIR", os.path.join(
+            os.path.dirname(ROOT), "shared")), "testdata/cert-manager/crds.yaml"))
+        ps = [("CoreProvider", "capi-system", "cluster-api", "", "")]
+        prepare(c, ps)
+        op = Operator(c, "operator", "--github-api-url", url)
+        time.sleep(2)
+        t0 = time.monotonic()
+        c.k("apply", "--server-side", "-f", "-", stdin=provider_yaml("CoreProvider", "capi-system", "cluster-api",
+                                                                     selector=False).replace("v0.2.0", f"v1.{factor}.0"))
+        wait_ready(c, ps)
+        took = time.monotonic() - t0
+        stall = op.counter("capi_operator_event_loop_stall_max_seconds")
+        return {"factor": factor, "install_s": took, "max_stall_s": stall, "rss_mib": op.rss_mib()}
+    finally:
+        if op:
+            op.stop()
+        server.kill()
+        c.down()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--scenarios", default="many,restart")
+    ap.add_argument("--scenarios", default="many,restart,churn,large")
     ap.add_argument("--out", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/scale.json"))
     a = ap.parse_args()
     wanted = a.scenarios.split(",")
@@ -264,6 +417,11 @@ def main():
     if "restart" in wanted:
         results["restart"] = restart(a.runs)
         print(f"restart: {results['restart']}", file=sys.stderr)
+    if "churn" in wanted:
+        results["churn"] = churn()
+        print(f"churn: {results['churn']}", file=sys.stderr)
+    if "large" in wanted:
+        results["large"] = large(a.runs)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(results, f, indent=2)

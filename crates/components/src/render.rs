@@ -26,6 +26,10 @@ pub enum RenderError {
     /// The additional manifests (`spec.additionalManifests`) are unusable.
     #[error("spec.additionalManifests: {0}")]
     AdditionalManifests(String),
+    /// The render did not finish (it ran on another thread that stopped: a bug, reported as a
+    /// failed render rather than a crash).
+    #[error("the render stopped unexpectedly: {0}")]
+    Stopped(String),
 }
 
 /// Inputs of rendering that come neither from the release nor from the provider object itself.

@@ -5,7 +5,7 @@ use std::{path::PathBuf, process::ExitCode};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use capi_provider_operator::{apidocs, argocd, controller, crds, leader, render, server};
+use capi_provider_operator::{apidocs, argocd, controller, crds, leader, metrics, render, server};
 
 /// Declarative lifecycle operator for Cluster API providers.
 #[derive(Parser, Debug)]
@@ -217,6 +217,7 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
             tracing::info!(%addr, "serving {what}");
             tokio::spawn(server);
         }
+        tokio::spawn(metrics::watch_stalls(opts.metrics.clone()));
         let client = connect().await?;
         if args.manage_crds {
             crds::ensure(&client)

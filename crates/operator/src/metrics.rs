@@ -68,6 +68,8 @@ struct Inner {
     errors: BTreeMap<(String, String), u64>,
     fetches: BTreeMap<(&'static str, &'static str), Histogram>,
     providers: BTreeMap<(String, String, String), ProviderState>,
+    stalls: Histogram,
+    max_stall: f64,
 }
 
 /// The operator's metrics registry.
@@ -113,6 +115,14 @@ impl Metrics {
                 .entry((source, result))
                 .or_default()
                 .observe(took.as_secs_f64());
+        }
+    }
+
+    /// Records how late a periodic tick of the event loop ran (see [`watch_stalls`]).
+    pub fn stalled(&self, late: Duration) {
+        if let Ok(mut m) = self.inner.lock() {
+            m.stalls.observe(late.as_secs_f64());
+            m.max_stall = m.max_stall.max(late.as_secs_f64());
         }
     }
 
@@ -173,6 +183,14 @@ impl Metrics {
                 &format!("source=\"{source}\",result=\"{result}\""),
             );
         }
+        out.push_str("# HELP capi_operator_event_loop_stall_seconds How late a 100 ms tick of the operator's (single-threaded) event loop ran: time nothing else could run.\n# TYPE capi_operator_event_loop_stall_seconds histogram\n");
+        m.stalls
+            .write(&mut out, "capi_operator_event_loop_stall_seconds", "");
+        let _ = writeln!(
+            out,
+            "# HELP capi_operator_event_loop_stall_max_seconds The longest such stall since start.\n# TYPE capi_operator_event_loop_stall_max_seconds gauge\ncapi_operator_event_loop_stall_max_seconds {}",
+            m.max_stall
+        );
         out.push_str("# HELP capi_operator_provider_ready Whether a provider is Ready (1) or not (0), with its installed version.\n# TYPE capi_operator_provider_ready gauge\n");
         for ((kind, ns, name), s) in &m.providers {
             let _ = writeln!(
@@ -187,6 +205,19 @@ impl Metrics {
             );
         }
         out
+    }
+}
+
+/// Ticks every 100 ms and records how late each tick ran: on the operator's one thread, a long
+/// render or parse delays lease renewal and watch handling by exactly that much.
+pub async fn watch_stalls(metrics: std::sync::Arc<Metrics>) {
+    const TICK: Duration = Duration::from_millis(100);
+    let mut last = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(TICK).await;
+        let now = tokio::time::Instant::now();
+        metrics.stalled((now - last).saturating_sub(TICK));
+        last = now;
     }
 }
 
@@ -241,5 +272,22 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn event_loop_stalls_keep_their_maximum() {
+        let m = Metrics::default();
+        m.stalled(Duration::from_millis(3));
+        m.stalled(Duration::from_millis(120));
+        m.stalled(Duration::from_millis(7));
+        let text = m.render();
+        assert!(
+            text.contains("capi_operator_event_loop_stall_max_seconds 0.12\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("capi_operator_event_loop_stall_seconds_count{} 3\n"),
+            "{text}"
+        );
     }
 }

@@ -340,6 +340,26 @@ struct Render {
     entry: Option<Value>,
 }
 
+/// Renders on a blocking thread: a large release takes long enough (a quarter of a second for
+/// one 16 times the core release) to delay lease renewal and watch handling on the operator's
+/// one event-loop thread.
+async fn render_off_the_event_loop(
+    p: &AnyProvider,
+    release: &Release,
+    vars: &BTreeMap<String, String>,
+    extras: render::RenderExtras,
+) -> Result<render::Rendered, render::RenderError> {
+    let (p, release, vars) = (p.clone(), release.clone(), vars.clone());
+    let job = tokio::task::spawn_blocking(move || {
+        render::render_with(&p, &release, |k| vars.get(k).cloned(), &extras)
+    });
+    match job.await {
+        Ok(r) => r,
+        // Only a panic inside the render gets here; report it as a failed render.
+        Err(e) => Err(render::RenderError::Stopped(e.to_string())),
+    }
+}
+
 /// Renders the release with the provider's settings and finalizes the objects to apply.
 async fn render_phase<P>(
     s: &mut State<'_, P>,
@@ -351,7 +371,7 @@ async fn render_phase<P>(
     let extras = render::RenderExtras {
         additional_manifests: additional,
     };
-    let rendered = match render::render_with(s.p, &f.release, |k| vars.get(k).cloned(), &extras) {
+    let rendered = match render_off_the_event_loop(s.p, &f.release, vars, extras).await {
         Ok(r) => r,
         Err(e) => return end(Outcome::from_render(e)),
     };

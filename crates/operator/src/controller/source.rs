@@ -112,7 +112,15 @@ impl ReleaseCache {
         let mut labels = BTreeMap::new();
         labels.insert(RELEASE_CACHE_LABEL.to_string(), "true".to_string());
         labels.insert(CONFIGMAP_VERSION_LABEL.to_string(), release.version.clone());
-        let (data, binary, mut annotations) = capi_release_sources::airgap::release_data(release)?;
+        // Compressing a large release takes long enough to stall the operator's one event-loop
+        // thread (lease renewal, watches): it runs on a blocking thread.
+        let owned = release.clone();
+        let (data, binary, mut annotations) =
+            tokio::task::spawn_blocking(move || capi_release_sources::airgap::release_data(&owned))
+                .await
+                .map_err(|e| {
+                    SourceError::Invalid(format!("compressing the release for the cache: {e}"))
+                })??;
         annotations.insert(RELEASE_SOURCE_ANNOTATION.to_string(), key.to_string());
         let cm = ConfigMap {
             metadata: ObjectMeta {
