@@ -330,6 +330,27 @@ fn unchanged(desired: &Value, key: &ObjKey, live: &Live, known: &Applied, hash: 
         && meta_kept("annotations", &live.annotations)
 }
 
+/// Waits (up to 30 s) until the CustomResourceDefinition `name` is Established.
+pub async fn wait_established(client: &Client, name: &str) -> Result<(), ApplyError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for _ in 0..300 {
+        let crd = api.get_status(name).await?;
+        let established = crd
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+        if established {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(ApplyError::NotEstablished(name.to_string()))
+}
+
 /// What one apply pass did.
 #[derive(Debug, Default)]
 pub struct ApplyReport {
@@ -564,23 +585,7 @@ impl Applier {
     }
 
     async fn wait_established(&self, name: &str) -> Result<(), ApplyError> {
-        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        for _ in 0..300 {
-            let crd = api.get_status(name).await?;
-            let established = crd
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                });
-            if established {
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Err(ApplyError::NotEstablished(name.to_string()))
+        wait_established(&self.client, name).await
     }
 
     /// Deletes the objects in `stale` (kinds resolved through `resources`). Returns how many

@@ -9,8 +9,6 @@
 //! upgrade apply` rewrites it after replacing the components — is restored to the declared
 //! version together with every other object, and an event says so.
 
-use std::time::Duration;
-
 use capi_components::inventory::{self, CRD_NAME, GROUP, KIND, VERSION};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
@@ -19,9 +17,6 @@ use kube::{
 };
 use serde_json::Value;
 use tracing::{info, warn};
-
-/// How long startup waits for a new inventory CRD to be Established.
-const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Makes sure the inventory CRD is served; true when entries can be written. Never fails the
 /// operator: without the CRD (no permission, a CRD of another shape) the operator runs without
@@ -43,8 +38,8 @@ pub async fn ensure_crd(client: &Client) -> bool {
             );
             false
         }
-        Some(_) => established(&api).await,
-        None => create(&api).await && established(&api).await,
+        Some(_) => established(client).await,
+        None => create(&api).await && established(client).await,
     }
 }
 
@@ -77,27 +72,13 @@ async fn create(api: &Api<CustomResourceDefinition>) -> bool {
     }
 }
 
-async fn established(api: &Api<CustomResourceDefinition>) -> bool {
-    let deadline = tokio::time::Instant::now() + ESTABLISH_TIMEOUT;
-    loop {
-        let ready = api.get_opt(CRD_NAME).await.ok().flatten().is_some_and(|c| {
-            c.status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        });
-        if ready {
-            return true;
+async fn established(client: &Client) -> bool {
+    match super::apply::wait_established(client, CRD_NAME).await {
+        Ok(()) => true,
+        Err(e) => {
+            warn!(crd = CRD_NAME, error = %e, "the clusterctl inventory CRD is not Established; providers get no inventory entries");
+            false
         }
-        if tokio::time::Instant::now() >= deadline {
-            warn!(
-                crd = CRD_NAME,
-                "the clusterctl inventory CRD is not Established; providers get no inventory entries"
-            );
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
