@@ -18,9 +18,22 @@ cache=${CAPI_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-provider-opera
 root="$cache/bin/providers"
 mkdir -p "$root"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
+# kustomize renders the docker (in-memory) provider's release from its module's config/, as Cluster
+# API's release tooling does (the version its Makefile pins). Kept here, not in versions.env, whose
+# every change rebuilds the control plane.
+KUSTOMIZE_VERSION=v5.7.0
 
 stamp_of() { # module dir → stamp name covering its go.sum and this script
   cat "$1/go.sum" "$1/go.mod" "$0" | sha256sum | cut -c1-16
+}
+
+capi_ldflags() { # version → linker flags stamping Cluster API's version package as its releases do
+  local v=$1 minor=${1#v1.}; minor=${minor%%.*}
+  local ld="-s -w"
+  ld+=" -X sigs.k8s.io/cluster-api/version.gitVersion=$v -X sigs.k8s.io/cluster-api/version.gitMajor=1"
+  ld+=" -X sigs.k8s.io/cluster-api/version.gitMinor=$minor -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
+  ld+=" -X sigs.k8s.io/cluster-api/version.buildDate=1970-01-01T00:00:00Z"
+  echo "$ld"
 }
 
 build_capi() { # version
@@ -28,17 +41,61 @@ build_capi() { # version
   local stamp; stamp="$out/.complete-$(stamp_of "$mod")"
   [[ -f "$stamp" ]] && return 0
   mkdir -p "$out"
-  local minor=${v#v1.}; minor=${minor%%.*}
-  local ld="-s -w"
-  ld+=" -X sigs.k8s.io/cluster-api/version.gitVersion=$v -X sigs.k8s.io/cluster-api/version.gitMajor=1"
-  ld+=" -X sigs.k8s.io/cluster-api/version.gitMinor=$minor -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
-  ld+=" -X sigs.k8s.io/cluster-api/version.buildDate=1970-01-01T00:00:00Z"
+  local ld; ld=$(capi_ldflags "$v")
   echo "build-providers: building Cluster API $v managers into $out (first time: several minutes)" >&2
   (cd "$mod" && go build -trimpath -ldflags "$ld" -o "$out/cluster-api-controller" sigs.k8s.io/cluster-api \
     && go build -trimpath -ldflags "$ld" -o "$out/kubeadm-bootstrap-controller" sigs.k8s.io/cluster-api/bootstrap/kubeadm \
     && go build -trimpath -ldflags "$ld" -o "$out/kubeadm-control-plane-controller" sigs.k8s.io/cluster-api/controlplane/kubeadm \
     && go build -trimpath -ldflags "$ld" -o "$out/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl) >&2
   touch "$stamp"
+}
+
+build_kustomize() {
+  local mod="$mods/kustomize-$KUSTOMIZE_VERSION" out="$root/kustomize-$KUSTOMIZE_VERSION"
+  local stamp; stamp="$out/.complete-$(stamp_of "$mod")"
+  [[ -f "$stamp" ]] && { echo "$out/kustomize"; return 0; }
+  mkdir -p "$out"
+  (cd "$mod" && go build -trimpath -o "$out/kustomize" sigs.k8s.io/kustomize/kustomize/v5) >&2
+  touch "$stamp"
+  echo "$out/kustomize"
+}
+
+build_capd() { # version
+  local v=$1 mod="$mods/cluster-api-test-$1" out="$root/capd-$1"
+  local stamp; stamp="$out/.complete-$(stamp_of "$mod")"
+  [[ -f "$stamp" ]] && return 0
+  mkdir -p "$out"
+  local ld; ld=$(capi_ldflags "$v")
+  echo "build-providers: building Cluster API $v docker/in-memory provider into $out (first time: minutes)" >&2
+  (cd "$mod" && go build -trimpath -ldflags "$ld" -o "$out/capd-manager" \
+    sigs.k8s.io/cluster-api/test/infrastructure/docker) >&2
+  render_capd "$v" "$out"
+  touch "$stamp"
+}
+
+# The provider's release as Cluster API's `make release-manifests` makes it: kustomize over the
+# module's config/default with the manager image set to the release's, and the repository's
+# metadata.yaml (the docker provider is released with Cluster API and shares its release series).
+render_capd() { # version, out
+  local v=$1 out=$2 src core cfg kustomize
+  kustomize=$(build_kustomize)
+  src=$(cd "$mods/cluster-api-test-$v" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api/test)
+  core=$(cd "$mods/cluster-api-test-$v" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)
+  cfg=$(mktemp -d)
+  cp -r "$src/infrastructure/docker/config" "$cfg/"
+  chmod -R u+w "$cfg"
+  sed -i -e "s|image: .*capd-manager:.*|image: registry.k8s.io/cluster-api/capd-manager:$v|" \
+    -e "s|imagePullPolicy: Always|imagePullPolicy: IfNotPresent|" \
+    "$cfg/config/default/manager_image_patch.yaml" "$cfg/config/default/manager_pull_policy.yaml"
+  mkdir -p "$out/release"
+  "$kustomize" build "$cfg/config/default" > "$out/release/infrastructure-components.yaml"
+  # The module cache's files are read-only; the copy must not be (a rebuild overwrites it).
+  rm -f "$out/release/metadata.yaml"
+  cp "$core/metadata.yaml" "$out/release/metadata.yaml"
+  chmod u+w "$out/release/metadata.yaml"
+  rm -rf "$cfg"
+  grep -q "capd-manager:$v" "$out/release/infrastructure-components.yaml" \
+    || { echo "build-providers: the rendered docker provider release lacks its image" >&2; return 1; }
 }
 
 build_cert_manager() { # version
@@ -93,7 +150,7 @@ VALUES
   rm -rf "$chart"
 }
 
-for v in $CAPI_VERSIONS; do build_capi "$v"; done
+for v in $CAPI_VERSIONS; do build_capi "$v"; build_capd "$v"; done
 build_cert_manager "$CERT_MANAGER_VERSION"
 
 images="$root/images.yaml"
@@ -104,6 +161,9 @@ images="$root/images.yaml"
     for b in cluster-api-controller kubeadm-bootstrap-controller kubeadm-control-plane-controller; do
       printf -- '- repository: %s\n  tag: %s\n  binary: %s\n' "$b" "$v" "$root/cluster-api-$v/$b"
     done
+  done
+  for v in $CAPI_VERSIONS; do
+    printf -- '- repository: capd-manager\n  tag: %s\n  binary: %s\n' "$v" "$root/capd-$v/capd-manager"
   done
   for c in controller cainjector webhook; do
     printf -- '- repository: cert-manager-%s\n  tag: %s\n  binary: %s\n' "$c" "$CERT_MANAGER_VERSION" \

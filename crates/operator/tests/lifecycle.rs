@@ -299,11 +299,7 @@ async fn pause_contract_upgrade_and_delete() -> TestResult {
     )
     .await
     .map_err(log)?;
-    let msg = condition(&p, "Deleting")
-        .and_then(|c| c.get("message"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let msg = condition_message(&p, "Deleting");
     assert!(msg.contains("SampleMachine default/machine-0"), "{msg}");
     cluster.kubectl_ok(&[
         "delete",
@@ -322,11 +318,7 @@ async fn pause_contract_upgrade_and_delete() -> TestResult {
     )
     .await
     .map_err(log)?;
-    let msg = condition(&p, "Deleting")
-        .and_then(|c| c.get("message"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let msg = condition_message(&p, "Deleting");
     assert!(
         msg.contains("BootstrapProvider lc-bootstrap/sample"),
         "{msg}"

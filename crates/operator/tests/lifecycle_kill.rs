@@ -10,7 +10,9 @@ mod support;
 
 use std::{collections::BTreeSet, time::Duration};
 
-use capi_test_support::{OperatorProcess, TestCluster, private_cluster, serial, wait_for};
+use capi_test_support::{
+    OperatorProcess, Rng, TestCluster, env_u64, private_cluster, serial, wait_for,
+};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Namespace, ServiceAccount},
@@ -26,26 +28,6 @@ const CORE_NS: &str = "kill-core";
 const INFRA_NS: &str = "kill-infra";
 const CORE_LABEL: &str = "sample-core";
 const INFRA_LABEL: &str = "sample-infrastructure";
-
-/// A small deterministic generator (PCG-style LCG): reproducible kill points without a crate.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n.max(1)
-    }
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn provider_yaml(kind: &str, ns: &str, name: &str, label: &str, version: &str) -> String {
     provider_yaml_with(kind, ns, name, label, version, "")

@@ -5,8 +5,8 @@
 //! This test is about the operator's upgrade flow (apply, prune, keep CRDs and custom
 //! resources) on kwok's pods, which serve nothing: the providers' webhooks could never answer,
 //! so the provider objects use spec.patches to empty the webhook configurations and turn CRD
-//! conversion off. The same upgrade with the real managers and live webhooks is
-//! `real_upgrade.rs`.
+//! conversion off. The same upgrade with the real managers, live webhooks and a workload cluster
+//! is `workload_cluster.rs`.
 
 mod support;
 

@@ -133,11 +133,29 @@ impl Network {
         }
     }
 
-    async fn allocate(&self, uid: &str) -> Result<u8> {
+    /// The pod's last octet: the one it already holds, else `requested` (which must lie in this
+    /// node's /24 and be free, as a CNI's fixed-address annotation demands), else the lowest free.
+    async fn allocate(&self, uid: &str, requested: Option<Ipv4Addr>) -> Result<u8> {
         let mut ipam = self.ipam.lock().await;
-        let octet = match ipam.get(uid) {
-            Some(o) => *o,
-            None => {
+        let octet = match (ipam.get(uid), requested) {
+            (Some(o), _) => *o,
+            (None, Some(want)) => {
+                let o = want.octets();
+                if o[..3] != self.prefix || !(2..=254).contains(&o[3]) {
+                    return Err(Error::Network(format!(
+                        "requested address {want} is not a pod address of {}",
+                        self.bridge
+                    )));
+                }
+                if ipam.values().any(|held| *held == o[3]) {
+                    return Err(Error::Network(format!(
+                        "requested address {want} is in use by another pod"
+                    )));
+                }
+                ipam.insert(uid.to_string(), o[3]);
+                o[3]
+            }
+            (None, None) => {
                 let used: Vec<u8> = ipam.values().copied().collect();
                 let free = (2..=254u8).find(|o| !used.contains(o)).ok_or_else(|| {
                     Error::Network(format!("no free address left on {}", self.bridge))
@@ -156,9 +174,10 @@ impl Network {
         std::fs::rename(&tmp, &self.ipam_file).map_err(io("writing ipam state"))
     }
 
-    /// Creates the pod's namespace, veth pair, address and default route.
-    pub async fn add_pod(&self, uid: &str) -> Result<PodNet> {
-        let octet = self.allocate(uid).await?;
+    /// Creates the pod's namespace, veth pair, address and default route; `requested` is the
+    /// address the pod asks for (see [`requested_address`]).
+    pub async fn add_pod(&self, uid: &str, requested: Option<Ipv4Addr>) -> Result<PodNet> {
+        let octet = self.allocate(uid, requested).await?;
         let [a, b, c] = self.prefix;
         let net = PodNet {
             netns: format!("{}{octet}", self.netns_prefix),
@@ -185,6 +204,11 @@ impl Network {
         ip(&["link", "set", &peer, "netns", ns]).await?;
         ip(&["link", "set", &net.host_veth, "master", &self.bridge, "up"]).await?;
         ip(&["-n", ns, "link", "set", &peer, "name", "eth0"]).await?;
+        // The MAC follows from the address (as Docker's bridge does): a pod that gets an address
+        // back (a fixed one, or a restarted agent's) keeps its MAC, so the neighbour caches of
+        // the host and of other pods stay right instead of pointing at a deleted veth until
+        // they expire.
+        ip(&["-n", ns, "link", "set", "eth0", "address", &mac_of(net.ip)]).await?;
         ip(&[
             "-n",
             ns,
@@ -217,6 +241,37 @@ impl Network {
     }
 }
 
+/// The locally administered MAC of a pod address: 02:42 and the address's four bytes.
+pub fn mac_of(ip: Ipv4Addr) -> String {
+    let [a, b, c, d] = ip.octets();
+    format!("02:42:{a:02x}:{b:02x}:{c:02x}:{d:02x}")
+}
+
+/// The pod annotation asking for a fixed address, as Calico's CNI reads it: a JSON list of
+/// addresses. Providers whose endpoints are built from their own pod IP (Cluster API's in-memory
+/// provider) need the same address after a restart or upgrade.
+pub const FIXED_ADDRESS_ANNOTATION: &str = "cni.projectcalico.org/ipAddrs";
+
+/// The IPv4 address `annotations` ask for, if any; a malformed value is an error the pod's
+/// events carry.
+pub fn requested_address(
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Result<Option<Ipv4Addr>> {
+    let Some(value) = annotations.and_then(|a| a.get(FIXED_ADDRESS_ANNOTATION)) else {
+        return Ok(None);
+    };
+    let bad = || {
+        Error::Network(format!(
+            "annotation {FIXED_ADDRESS_ANNOTATION}={value:?}: expected a JSON list holding one IPv4 address"
+        ))
+    };
+    let list: Vec<String> = serde_json::from_str(value).map_err(|_| bad())?;
+    list.iter()
+        .find_map(|a| a.parse::<Ipv4Addr>().ok())
+        .map(Some)
+        .ok_or_else(bad)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,5 +287,39 @@ mod tests {
         assert!(format!("{}ffp", n.veth_prefix).len() <= 15);
         assert_eq!(n.gateway(), Ipv4Addr::new(10, 213, 7, 1));
         assert!(Network::new("b", "10.0.0.0/16", Path::new("/x")).is_err());
+    }
+
+    #[test]
+    fn mac_follows_the_address() {
+        assert_eq!(mac_of(Ipv4Addr::new(10, 213, 7, 200)), "02:42:0a:d5:07:c8");
+    }
+
+    #[test]
+    fn fixed_address_annotation() {
+        let with =
+            |v: &str| BTreeMap::from([(FIXED_ADDRESS_ANNOTATION.to_string(), v.to_string())]);
+        assert_eq!(requested_address(None).unwrap(), None);
+        assert_eq!(
+            requested_address(Some(&with(r#"["10.1.2.9"]"#))).unwrap(),
+            Some(Ipv4Addr::new(10, 1, 2, 9))
+        );
+        assert!(requested_address(Some(&with("10.1.2.9"))).is_err());
+        assert!(requested_address(Some(&with(r#"["fd00::1"]"#))).is_err());
+    }
+
+    #[tokio::test]
+    async fn fixed_address_is_kept_for_its_pod_and_refused_to_another() {
+        let dir = std::env::temp_dir().join(format!("cpn-ipam-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let n = Network::new("cpntest", "10.9.8.0/24", &dir).unwrap();
+        let want = Some(Ipv4Addr::new(10, 9, 8, 77));
+        assert_eq!(n.allocate("a", want).await.unwrap(), 77);
+        assert_eq!(n.allocate("a", None).await.unwrap(), 77);
+        let taken = n.allocate("b", want).await.unwrap_err().to_string();
+        assert!(taken.contains("in use by another pod"), "{taken}");
+        let outside = n.allocate("c", Some(Ipv4Addr::new(10, 9, 9, 5))).await;
+        assert!(outside.is_err());
+        assert_eq!(n.allocate("b", None).await.unwrap(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

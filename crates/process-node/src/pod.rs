@@ -198,7 +198,8 @@ impl Worker {
             return;
         }
         let result = async {
-            let net = self.sh.net.add_pod(&self.uid).await?;
+            let requested = crate::net::requested_address(self.pod.metadata.annotations.as_ref())?;
+            let net = self.sh.net.add_pod(&self.uid, requested).await?;
             let port = self.sh.api_target.port();
             let fwd = crate::forward::start(&net.netns_path(), port, self.sh.api_target).await?;
             Ok::<_, Error>((net, fwd))

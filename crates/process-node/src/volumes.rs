@@ -90,6 +90,11 @@ impl Volumes {
     ) -> Result<()> {
         let dir = self.root.join(&v.name);
         if let Some(h) = &v.host_path {
+            // As a container runtime does for a hostPath without a type: an existing path of any
+            // kind (a socket, say) is used as it is; an absent one becomes a directory.
+            if std::path::Path::new(&h.path).exists() {
+                return Ok(());
+            }
             return std::fs::create_dir_all(&h.path).map_err(io(format!("hostPath {}", h.path)));
         }
         let files = if let Some(s) = &v.secret {

@@ -204,6 +204,28 @@ pub fn real_cluster() -> Option<Result<&'static TestCluster, Error>> {
     ))
 }
 
+/// A small deterministic generator (PCG-style LCG): reproducible kill points without a crate.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n.max(1)
+    }
+}
+
+/// The environment variable `name` as a number, else `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A lock that runs the tests holding it one at a time.
 pub fn serial() -> &'static tokio::sync::Mutex<()> {
     static LOCK: OnceLock<tokio::sync::Mutex<()>> = OnceLock::new();

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod real;
+pub mod workload;
 
 use std::{collections::BTreeMap, io::Write, path::Path, time::Duration};
 
@@ -145,6 +146,15 @@ pub fn condition<'a>(p: &'a Value, type_: &str) -> Option<&'a Value> {
         .as_array()?
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+}
+
+/// The message of a provider's condition `type_` ("" when absent).
+pub fn condition_message(p: &Value, type_: &str) -> String {
+    condition(p, type_)
+        .and_then(|c| c.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
 }
 
 /// Waits until the provider's condition `type_` has `status` and (if given) `reason`.

@@ -160,6 +160,41 @@ pub async fn install_cert_manager(
     Ok(())
 }
 
+/// The real KubeadmControlPlane webhook answers: an even replica count is refused with its
+/// message (the request reaches the manager's webhook server through its Service). Right after
+/// a rollout the Service's endpoints can still name the old pod for a moment (the endpoint
+/// controller follows pod readiness asynchronously), so a failed call is tried again for up to
+/// a minute; a wrong answer fails at once.
+pub fn webhook_refuses_even_replicas(cluster: &TestCluster) -> TestResult {
+    let started = std::time::Instant::now();
+    loop {
+        match webhook_answer(cluster)? {
+            Ok(()) => return Ok(()),
+            Err(err)
+                if err.contains("failed calling webhook")
+                    && started.elapsed() < Duration::from_secs(60) =>
+            {
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            Err(err) => {
+                return Err(format!("the real webhook did not refuse the object: {err}").into());
+            }
+        }
+    }
+}
+
+/// One dry-run create of an invalid KubeadmControlPlane: Ok when refused by the real webhook's
+/// rule, else the error text.
+fn webhook_answer(cluster: &TestCluster) -> Result<Result<(), String>, Box<dyn std::error::Error>> {
+    let kcp = "apiVersion: controlplane.cluster.x-k8s.io/v1beta2\nkind: KubeadmControlPlane\nmetadata:\n  name: even\n  namespace: default\nspec:\n  replicas: 2\n  version: v1.34.0\n  machineTemplate:\n    spec:\n      infrastructureRef:\n        apiGroup: infrastructure.cluster.x-k8s.io\n        kind: DockerMachineTemplate\n        name: even\n  kubeadmConfigSpec:\n    format: cloud-config\n";
+    let file = super::tempfile(kcp)?;
+    let (ok, _, err) = cluster.kubectl(&["create", "--dry-run=server", "-f", &file])?;
+    if ok || !err.contains("cannot be an even number when etcd is stacked") {
+        return Ok(Err(err));
+    }
+    Ok(Ok(()))
+}
+
 /// Waits until Deployment `namespace/name` is Available with every replica updated.
 pub async fn wait_available(
     client: &Client,
