@@ -112,13 +112,18 @@ fuzz: ## The long fuzzing run (FUZZ_SECONDS per target, default 300); results in
 	@$(SCRIPTS)/fuzz.sh $${FUZZ_SECONDS:-300}
 
 .PHONY: soak
-soak: control-plane ## Long fault injection: SOAK_RUNS (default 25) seeded kills per flow, apiserver restart.
+soak: control-plane providers process-node ## Long fault injection: SOAK_RUNS (default 25) seeded kills per flow, apiserver restart; SOAK_WORKLOAD_KILLS (default 10) kills per step of the workload-cluster upgrade.
 	@dir=$$(mktemp -u -t capi-soak-XXXXXX); \
 	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true' EXIT; \
 	kc=$$($(SCRIPTS)/cluster-up.sh --dir $$dir); \
+	seed=$${SOAK_SEED:-$$(date +%s)}; \
 	CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl \
-	CAPI_KILL_RUNS=$${SOAK_RUNS:-25} CAPI_KILL_SEED=$${SOAK_SEED:-$$(date +%s)} \
-	  $(CARGO) test -p capi-provider-operator --test lifecycle_kill -- --nocapture
+	CAPI_KILL_RUNS=$${SOAK_RUNS:-25} CAPI_KILL_SEED=$$seed \
+	  $(CARGO) test --workspace --test lifecycle_kill -- --nocapture; \
+	CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl CAPI_HELM=$$($(SCRIPTS)/helm.sh) \
+	CAPI_PROVIDER_IMAGES=$$($(SCRIPTS)/build-providers.sh) CAPI_PROCESS_NODE_BIN=$(CARGO_TARGET_DIR)/debug/capi-process-node \
+	CAPI_KILL_RUNS=$${SOAK_WORKLOAD_KILLS:-10} CAPI_KILL_SEED=$$seed \
+	  $(CARGO) test --workspace --test workload_cluster -- --nocapture
 
 .PHONY: test
 test: deps fmt-check clippy check-generated unit integration docs-check fuzz-short ## Everything CI runs.
