@@ -134,7 +134,8 @@ demo: deps control-plane ## The operator demo: local control plane, CRDs, operat
 
 .PHONY: bench
 bench: control-plane ## Benchmarks: render time; install ratio, idle writes, RSS; scale (1/10/30 providers, restart); writes docs/performance.md.
-	$(CARGO) bench -p capi-components --bench render
+	@mkdir -p $(HOME)/.cache/capi-provider-operator/bench
+	$(CARGO) bench -p capi-components --bench render | tee $(HOME)/.cache/capi-provider-operator/bench/render.txt
 	$(CARGO) build --release -p capi-provider-operator --bin capi-provider-operator
 	python3 e2e/bench/install.py
 	python3 e2e/bench/scale.py

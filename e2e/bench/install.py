@@ -11,7 +11,9 @@ releases (../shared/testdata, or $CAPI_SHARED_DIR):
    nothing changes (counted from the operator's own HTTP client trace), over IDLE seconds;
 3. the operator's resident memory (VmRSS) at the end.
 
-Each side runs on its own fresh cluster. Usage: install.py [--runs N] [--idle SECONDS]
+Each side runs on its own fresh cluster. The figures also go to a JSON file (--out) that
+e2e/bench/report.py puts into docs/performance.md.
+Usage: install.py [--runs N] [--idle SECONDS] [--out FILE]
 """
 
 import argparse
@@ -129,6 +131,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--idle", type=int, default=300)
+    ap.add_argument("--out", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/install.json"))
     a = ap.parse_args()
     repo = os.path.join(SHARED, "testdata/providers")
     if not os.path.isdir(repo):
@@ -149,6 +152,10 @@ def main():
           f"ratio {o / b:.2f} (goal <= 1.3; median of {a.runs})")
     print(f"idle writes by the operator over {a.idle}s: {writes} (goal 0)")
     print(f"operator RSS: {rss:.1f} MiB (goal <= 40)")
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump({"date": time.strftime("%Y-%m-%d"), "runs": a.runs, "operator_s": o, "kubectl_s": b,
+                   "idle_s": a.idle, "idle_writes": writes, "rss_mib": rss}, f, indent=2)
 
 
 if __name__ == "__main__":

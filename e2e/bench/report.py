@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 W, H, PAD = 480, 300, 50
@@ -129,6 +130,38 @@ def large_section(r: dict, plots: str) -> list[str]:
     return out
 
 
+RENDER_LINE = re.compile(r"^(\s*)(.+?): median ([\d.]+) ms, min ([\d.]+) ms, max ([\d.]+) ms over (\d+) runs$")
+
+
+def render_section(text: str) -> list[str]:
+    """The render benchmark's lines (`cargo bench -p capi-components --bench render`) as a table."""
+    rows = [m.groups() for m in map(RENDER_LINE.match, text.splitlines()) if m]
+    if not rows:
+        return []
+    out = ["## Render", "",
+           "The real Cluster API v1.12.0 core release rendered in memory (substitution, parsing, namespaces, "
+           f"customizations, labels, ordering), then its steps alone; {rows[0][5]} runs after a warm-up. "
+           "Goal: ≤ 15 ms for the whole render.", "",
+           "| what | median (ms) | min | max |", "|---|---:|---:|---:|"]
+    for indent, what, med, lo, hi, _ in rows:
+        out.append(f"| {'… ' if indent else ''}{what} | {float(med):.2f} | {float(lo):.2f} | {float(hi):.2f} |")
+    return out + [""]
+
+
+def install_section(i: dict) -> list[str]:
+    return ["## Install of the real providers", "",
+            "The real v1.12.0 core, kubeadm bootstrap and kubeadm control-plane releases pre-loaded in "
+            "ConfigMaps, from creating the three provider objects to all Ready, against `kubectl apply "
+            f"--server-side` of the same rendered objects plus waiting for the Deployments (median of {i['runs']}, "
+            f"each side on a fresh local control plane; measured {i['date']}).", "",
+            "| measure | value | goal |", "|---|---:|---:|",
+            f"| operator, to all Ready | {i['operator_s']:.2f} s | |",
+            f"| `kubectl apply --server-side` + wait | {i['kubectl_s']:.2f} s | |",
+            f"| ratio | {i['operator_s'] / i['kubectl_s']:.2f} | ≤ 1.3 |",
+            f"| API writes while idle ({i['idle_s']} s, everything installed) | {i['idle_writes']} | 0 |",
+            f"| operator RSS at the end | {i['rss_mib']:.1f} MiB | ≤ 40 MiB |", ""]
+
+
 def gaps(r: dict) -> list[str]:
     """The goals these figures miss, computed from them."""
     out = []
@@ -153,14 +186,21 @@ def gaps(r: dict) -> list[str]:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/scale.json"))
+    ap.add_argument("--install", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/install.json"))
+    ap.add_argument("--render", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/render.txt"))
     ap.add_argument("--docs", default=os.path.join(ROOT, "docs"))
     a = ap.parse_args()
     r = json.load(open(a.results))
     plots = os.path.join(a.docs, "performance")
     os.makedirs(plots, exist_ok=True)
     out = ["# Performance", "",
-           f"Written by `make bench` (e2e/bench/scale.py, then e2e/bench/report.py) on {r['date']}, "
+           f"Written by `make bench` (the render benchmark, e2e/bench/install.py and e2e/bench/scale.py, then "
+           f"e2e/bench/report.py) on {r['date']}, "
            f"{r['machine']}; each scenario on a fresh local control plane, medians of {r['runs']} runs.", ""]
+    if os.path.exists(a.render):
+        out += render_section(open(a.render).read())
+    if os.path.exists(a.install):
+        out += install_section(json.load(open(a.install)))
     if "many" in r:
         out += many_section(r, plots)
     if "restart" in r:

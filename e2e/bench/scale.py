@@ -139,17 +139,11 @@ def prepare(c: Cluster, ps, with_crds=True):
 
 
 def wait_ready(c: Cluster, ps, timeout=600):
-    deadline = time.monotonic() + timeout
-    want = {(kind, ns, name) for kind, ns, name, *_ in ps}
-    while time.monotonic() < deadline:
-        out = c.k("get", "capi-providers", "-A", "-o",
-                  "jsonpath={range .items[*]}{.kind} {.metadata.namespace} {.metadata.name} "
-                  "{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}")
-        ready = {tuple(line.split()[:3]) for line in out.splitlines() if line.endswith(" True")}
-        if want <= ready:
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"not all Ready within {timeout}s")
+    """Every provider Ready, seen the way the floor sees its Deployments: `kubectl wait`, which
+    watches, so both sides are measured with the same tool and the same latency (polling with
+    `kubectl get` would add up to one poll interval plus a process start to the operator's side)."""
+    for kind, ns, name, *_ in ps:
+        c.k("wait", "--for=condition=Ready", f"--timeout={timeout}s", "-n", ns, f"{kind.lower()}/{name}")
 
 
 def floor(n: int) -> float:

@@ -1,7 +1,7 @@
 //! Applying rendered objects with server-side apply: resolves each object's resource through a
-//! discovery cache, applies CRDs first and waits until they are Established, skips objects that
-//! have not changed since the operator last applied them (so an idle cluster sees no writes),
-//! and prunes what a provider no longer renders.
+//! discovery cache, applies CRDs first (waiting until those the release's own objects use are
+//! Established), skips objects that have not changed since the operator last applied them (so
+//! an idle cluster sees no writes), and prunes what a provider no longer renders.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -330,10 +330,31 @@ fn unchanged(desired: &Value, key: &ObjKey, live: &Live, known: &Applied, hash: 
         && meta_kept("annotations", &live.annotations)
 }
 
-/// Waits (up to 30 s) until the CustomResourceDefinition `name` is Established.
+/// The CRDs among `crds` that define a kind some object of `used` (group, kind) has: only
+/// those must be Established before the rest is applied. The others establish on their own a
+/// moment later, as after `kubectl apply`; waiting for them would only delay the install.
+pub fn crds_needed_by<'a>(
+    crds: impl Iterator<Item = &'a Value>,
+    used: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Vec<String> {
+    let used: std::collections::BTreeSet<(&str, &str)> = used.collect();
+    crds.filter(|c| c.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition"))
+        .filter(|c| {
+            let group = c.pointer("/spec/group").and_then(Value::as_str);
+            let kind = c.pointer("/spec/names/kind").and_then(Value::as_str);
+            group.zip(kind).is_some_and(|gk| used.contains(&gk))
+        })
+        .filter_map(|c| c.pointer("/metadata/name").and_then(Value::as_str))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Waits (up to about 30 s) until the CustomResourceDefinition `name` is Established. The
+/// apiserver establishes a new CRD within milliseconds, so it looks again soon at first.
 pub async fn wait_established(client: &Client, name: &str) -> Result<(), ApplyError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for _ in 0..300 {
+    let mut pause = Duration::from_millis(5);
+    for _ in 0..310 {
         let crd = api.get_status(name).await?;
         let established = crd
             .status
@@ -346,7 +367,8 @@ pub async fn wait_established(client: &Client, name: &str) -> Result<(), ApplyEr
         if established {
             return Ok(());
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
     }
     Err(ApplyError::NotEstablished(name.to_string()))
 }
@@ -495,16 +517,15 @@ impl Applier {
                 rest.push(pending);
             }
         }
-        let new_crds: Vec<String> = first
-            .iter()
-            .filter(|p| p.key.kind == "CustomResourceDefinition")
-            .map(|p| p.key.name.clone())
-            .collect();
+        let needed = crds_needed_by(
+            first.iter().map(|p| p.obj),
+            rest.iter()
+                .map(|p| (p.key.group.as_str(), p.key.kind.as_str())),
+        );
         report.applied += first.len() + rest.len();
         report.repaired.extend(self.apply_many(first).await?);
-        for name in new_crds {
-            self.wait_established(&name).await?;
-        }
+        futures::future::try_join_all(needed.iter().map(|name| self.wait_established(name)))
+            .await?;
         report.repaired.extend(self.apply_many(rest).await?);
         Ok(report)
     }
@@ -617,6 +638,32 @@ impl Applier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_crds_the_release_uses_are_waited_for() {
+        let crd = |name: &str, group: &str, kind: &str| {
+            serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": name},
+                "spec": {"group": group, "names": {"kind": kind}}})
+        };
+        let crds = [
+            crd("clusters.cluster.x-k8s.io", "cluster.x-k8s.io", "Cluster"),
+            crd("widgets.example.org", "example.org", "Widget"),
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}),
+        ];
+        let used = [
+            ("apps", "Deployment"),
+            ("example.org", "Widget"),
+            ("", "Service"),
+        ];
+        assert_eq!(
+            crds_needed_by(crds.iter(), used.into_iter()),
+            vec!["widgets.example.org".to_string()]
+        );
+        // A kind of the same name in another group needs nothing.
+        let other = [("other.io", "Cluster")];
+        assert!(crds_needed_by(crds.iter(), other.into_iter()).is_empty());
+    }
     use serde_json::json;
 
     #[test]

@@ -7,6 +7,7 @@ pub mod apply;
 pub mod conditions;
 #[cfg(test)]
 mod fake_api;
+pub mod inputs;
 pub mod install;
 pub mod inventory;
 pub mod kstatus;
@@ -25,10 +26,7 @@ use capi_operator_api::{
     IPAMProvider, InfrastructureProvider, Provider, ProviderType, RuntimeExtensionProvider,
 };
 use futures::{Stream, StreamExt, future::join_all};
-use k8s_openapi::api::{
-    apps::v1::Deployment,
-    core::v1::{ConfigMap, Secret},
-};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
@@ -255,6 +253,8 @@ pub struct Ctx {
     pub failures: std::sync::Mutex<BTreeMap<String, u32>>,
     /// Whether providers get clusterctl inventory entries (asked for, and the CRD is served).
     pub inventory: bool,
+    /// Watches of the Secrets and ConfigMaps providers read.
+    pub inputs: inputs::InputWatches,
 }
 
 /// The owner reference the operator's own objects (release caches) carry.
@@ -498,38 +498,12 @@ async fn watch_installed(
     (owned, deployments)
 }
 
-/// Watches of what providers read: a changed Secret or ConfigMap re-renders the providers that
-/// read it, and any change of the core provider wakes the others (they wait for it).
+/// Watches of what providers wait for: cert-manager's CRDs, and any change of the core
+/// provider wakes the others. (The Secrets and ConfigMaps they read are watched per namespace
+/// by [`inputs::InputWatches`].)
 fn watch_inputs(ctx: &Arc<Ctx>, triggers: &Triggers, tasks: &mut Vec<Task>) {
     let wc = watcher::Config::default().any_semantic();
     let client = &ctx.client;
-    let secrets = watcher(
-        Api::<PartialObjectMeta<Secret>>::all(client.clone()),
-        wc.clone(),
-    );
-    let c = ctx.clone();
-    tasks.push(route(
-        secrets.default_backoff().touched_objects(),
-        triggers.clone(),
-        move |s: &PartialObjectMeta<Secret>| {
-            let (ns, name) = (s.namespace().unwrap_or_default(), s.name_any());
-            providers_where(&c, |p| source::reads_secret(p, &ns, &name))
-        },
-    ));
-    let configmaps = watcher(
-        Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
-        wc.clone(),
-    );
-    let c = ctx.clone();
-    tasks.push(route(
-        configmaps.default_backoff().touched_objects(),
-        triggers.clone(),
-        move |m: &PartialObjectMeta<ConfigMap>| {
-            let (ns, name) = (m.namespace().unwrap_or_default(), m.name_any());
-            let labels = m.metadata.labels.clone().unwrap_or_default();
-            providers_where(&c, |p| source::reads_configmap(p, &ns, &name, &labels))
-        },
-    ));
     // cert-manager installed after a provider that needs it: its CRDs appearing retry the
     // providers waiting for it at once, instead of at the next configuration retry.
     let crds = watcher(
@@ -605,6 +579,7 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
         opts: opts.clone(),
         failures: std::sync::Mutex::new(BTreeMap::new()),
         inventory,
+        inputs: inputs::InputWatches::new(triggers.clone()),
     });
     watch_inputs(&ctx, &triggers, &mut tasks);
     let watchers = tokio::spawn(join_all(tasks));

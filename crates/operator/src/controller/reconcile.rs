@@ -159,6 +159,8 @@ const WAIT_FOR_CORE_RECHECK: Duration = Duration::from_secs(5);
 /// Reconciles one provider object, recording the reconcile in the metrics.
 pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
+    // A new provider may read Secrets or ConfigMaps in a namespace not watched yet.
+    ctx.inputs.sync(&ctx);
     let p = AnyProvider::from(obj.as_ref());
     let kind = p.provider_type.kind();
     // Every log line of this reconcile, its phases' included, names the provider.

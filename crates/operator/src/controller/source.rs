@@ -176,6 +176,37 @@ pub fn reads_configmap(
     })
 }
 
+/// What a provider reads besides its release: Secrets or ConfigMaps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Input {
+    /// The provider Secret (variables, credentials).
+    Secret,
+    /// Air-gapped release ConfigMaps and additionalManifests.
+    ConfigMap,
+}
+
+/// The namespaces whose Secrets or ConfigMaps `p` reads: every object [`reads_secret`] or
+/// [`reads_configmap`] accepts lies in one of them, so watching only these loses no change.
+pub fn input_namespaces(p: &AnyProvider) -> Vec<(Input, String)> {
+    let mut out = Vec::new();
+    if p.spec.secret_name.is_some() {
+        let ns = p.spec.secret_namespace.as_deref().unwrap_or(p.namespace());
+        out.push((Input::Secret, ns.to_string()));
+    }
+    if p.spec
+        .fetch_config
+        .as_ref()
+        .is_some_and(|f| f.selector.is_some())
+    {
+        out.push((Input::ConfigMap, p.namespace().to_string()));
+    }
+    if let Some(r) = &p.spec.additional_manifests {
+        let ns = r.namespace.as_deref().unwrap_or(p.namespace());
+        out.push((Input::ConfigMap, ns.to_string()));
+    }
+    out
+}
+
 /// Whether `p` reads the Secret `namespace/name` for its variables.
 pub fn reads_secret(p: &AnyProvider, namespace: &str, name: &str) -> bool {
     p.spec.secret_name.as_deref() == Some(name)
@@ -255,5 +286,51 @@ mod tests {
         });
         assert!(reads_configmap(&p, "capa", "extra", &BTreeMap::new()));
         assert!(!reads_configmap(&p, "capa", "nope", &BTreeMap::new()));
+    }
+
+    /// Every Secret and ConfigMap a provider reads lies in a namespace [`input_namespaces`]
+    /// names: the narrowed watches see every change that matters.
+    #[test]
+    fn input_namespaces_cover_every_read() {
+        let selector = capi_operator_api::FetchConfiguration {
+            selector: Some(Default::default()),
+            ..Default::default()
+        };
+        let mut cases = Vec::new();
+        for secret_ns in [None, Some("creds-ns")] {
+            for manifests_ns in [None, Some("extra-ns")] {
+                for with_selector in [false, true] {
+                    let mut p = provider(ProviderType::Infrastructure, "capa", "aws");
+                    p.spec.secret_name = Some("creds".into());
+                    p.spec.secret_namespace = secret_ns.map(Into::into);
+                    p.spec.additional_manifests = Some(ConfigMapReference {
+                        name: "extra".into(),
+                        namespace: manifests_ns.map(Into::into),
+                    });
+                    p.spec.fetch_config = with_selector.then(|| selector.clone());
+                    cases.push(p);
+                }
+            }
+        }
+        let everywhere = ["capa", "creds-ns", "extra-ns", "elsewhere"];
+        for p in &cases {
+            let watched = input_namespaces(p);
+            for ns in everywhere {
+                if reads_secret(p, ns, "creds") {
+                    assert!(watched.contains(&(Input::Secret, ns.into())), "{ns}: {p:?}");
+                }
+                for name in ["extra", "release"] {
+                    if reads_configmap(p, ns, name, &BTreeMap::new()) {
+                        assert!(
+                            watched.contains(&(Input::ConfigMap, ns.into())),
+                            "{ns}: {p:?}"
+                        );
+                    }
+                }
+            }
+            assert!(!watched.iter().any(|(_, ns)| ns == "elsewhere"));
+        }
+        // A provider that reads nothing besides its release is watched nowhere.
+        assert!(input_namespaces(&provider(ProviderType::Core, "capi", "cluster-api")).is_empty());
     }
 }
