@@ -21,14 +21,18 @@ pub enum CrdError {
     Invalid(#[from] serde_json::Error),
 }
 
-// The same settings kube's CustomResource derive uses, so the schema is structural.
-fn schema_of<T: JsonSchema>() -> Result<Value, serde_json::Error> {
-    let generator = SchemaSettings::openapi3()
-        .with(|s| {
-            s.inline_subschemas = true;
-            s.meta_schema = None;
-        })
-        .with_transform(AddNullable::default())
+// The same settings kube's CustomResource derive uses, so the schema is structural. `nullable`:
+// optional fields are marked nullable (this operator's own CRDs); without it no field is, as in
+// the v1alpha2 CRDs of the other operator.
+pub(crate) fn schema_of<T: JsonSchema>(nullable: bool) -> Result<Value, serde_json::Error> {
+    let mut settings = SchemaSettings::openapi3().with(|s| {
+        s.inline_subschemas = true;
+        s.meta_schema = None;
+    });
+    if nullable {
+        settings = settings.with_transform(AddNullable::default());
+    }
+    let generator = settings
         .with_transform(StructuralSchemaRewriter)
         .with_transform(OptionalEnum)
         .with_transform(OptionalIntOrString)
@@ -40,64 +44,75 @@ fn schema_of<T: JsonSchema>() -> Result<Value, serde_json::Error> {
     Ok(v)
 }
 
-/// The CRD of one provider kind.
-pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
-    let mut spec = schema_of::<ProviderSpec>()?;
-    if let Value::Object(m) = &mut spec {
-        m.insert(
-            "description".into(),
-            json!("Desired state of the provider. Every provider kind shares this spec."),
-        );
-        // Optional, as in the specification (`json:"spec,omitempty"`): a provider declared by
-        // name alone is installed from its default repository at the latest version.
-        m.insert("default".into(), json!({}));
+// Sets the description of a generated schema (the type's own doc is about the Rust type).
+pub(crate) fn describe(schema: &mut Value, description: &str) {
+    if let Value::Object(m) = schema {
+        m.insert("description".into(), json!(description));
     }
-    let mut status = schema_of::<ProviderStatus>()?;
-    if let Value::Object(m) = &mut status {
-        m.insert(
-            "description".into(),
-            json!("Observed state of the provider."),
-        );
-    }
+}
+
+/// What differs between the provider CRDs of the APIs served (this operator's and the v1alpha2
+/// API of kubernetes-sigs/cluster-api-operator); [`provider_crd`] assembles the rest.
+pub(crate) struct CrdParts<'a> {
+    /// API group.
+    pub group: &'a str,
+    /// The one served and stored version.
+    pub version: &'a str,
+    /// The kind.
+    pub provider_type: ProviderType,
+    /// kubectl categories; none leaves the key out.
+    pub categories: &'a [&'a str],
+    /// additionalPrinterColumns.
+    pub printer_columns: Value,
+    /// Description of the whole object.
+    pub description: String,
+    /// Descriptions of the apiVersion and kind fields.
+    pub type_meta_descriptions: [&'a str; 2],
+    /// Schema of spec.
+    pub spec: Value,
+    /// Schema of status.
+    pub status: Value,
+}
+
+/// A namespaced provider CRD with a status subresource, annotated with the operator version and
+/// the hash of its spec.
+pub(crate) fn provider_crd(p: CrdParts<'_>) -> Result<CustomResourceDefinition, CrdError> {
+    let t = p.provider_type;
     let kind = t.kind();
+    let mut names = json!({
+        "kind": kind,
+        "listKind": format!("{kind}List"),
+        "plural": t.plural(),
+        "singular": kind.to_lowercase(),
+        "shortNames": [t.short_name()],
+    });
+    if !p.categories.is_empty() {
+        names["categories"] = json!(p.categories);
+    }
+    let [api_version_description, kind_description] = p.type_meta_descriptions;
     let doc = json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": { "name": format!("{}.{GROUP}", t.plural()) },
+        "metadata": { "name": format!("{}.{}", t.plural(), p.group) },
         "spec": {
-            "group": GROUP,
-            "names": {
-                "kind": kind,
-                "listKind": format!("{kind}List"),
-                "plural": t.plural(),
-                "singular": kind.to_lowercase(),
-                "shortNames": [t.short_name()],
-                "categories": [CATEGORY],
-            },
+            "group": p.group,
+            "names": names,
             "scope": "Namespaced",
             "versions": [{
-                "name": VERSION,
+                "name": p.version,
                 "served": true,
                 "storage": true,
                 "subresources": { "status": {} },
-                "additionalPrinterColumns": [
-                    { "name": "Version", "type": "string", "jsonPath": ".spec.version", "description": "Desired version" },
-                    { "name": "Installed", "type": "string", "jsonPath": ".status.installedVersion", "description": "Installed version" },
-                    { "name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status", "description": "Whether the provider's controllers are available" },
-                    { "name": "Paused", "type": "boolean", "jsonPath": ".spec.paused", "description": "Whether the provider is paused" },
-                    { "name": "Contract", "type": "string", "jsonPath": ".status.contract", "priority": 1, "description": "Cluster API contract of the installed release" },
-                    { "name": "Reason", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason", "priority": 1, "description": "Reason of the Ready condition" },
-                    { "name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp" },
-                ],
+                "additionalPrinterColumns": p.printer_columns,
                 "schema": { "openAPIV3Schema": {
-                    "description": format!("{kind} is a Cluster API {} provider managed by the operator. See https://cluster-api.sigs.k8s.io for the provider model.", t.word()),
+                    "description": p.description,
                     "type": "object",
                     "properties": {
-                        "apiVersion": { "type": "string", "description": "APIVersion defines the versioned schema of this representation of an object." },
-                        "kind": { "type": "string", "description": "Kind is a string value representing the REST resource this object represents." },
+                        "apiVersion": { "type": "string", "description": api_version_description },
+                        "kind": { "type": "string", "description": kind_description },
                         "metadata": { "type": "object" },
-                        "spec": spec,
-                        "status": status,
+                        "spec": p.spec,
+                        "status": p.status,
                     },
                 }},
             }],
@@ -109,6 +124,48 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
     annotations.insert(VERSION_ANNOTATION.into(), env!("CARGO_PKG_VERSION").into());
     annotations.insert(HASH_ANNOTATION.into(), hash);
     Ok(c)
+}
+
+/// The CRD of one provider kind.
+pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
+    let mut spec = schema_of::<ProviderSpec>(true)?;
+    describe(
+        &mut spec,
+        "Desired state of the provider. Every provider kind shares this spec.",
+    );
+    if let Value::Object(m) = &mut spec {
+        // Optional, as in the specification (`json:"spec,omitempty"`): a provider declared by
+        // name alone is installed from its default repository at the latest version.
+        m.insert("default".into(), json!({}));
+    }
+    let mut status = schema_of::<ProviderStatus>(true)?;
+    describe(&mut status, "Observed state of the provider.");
+    provider_crd(CrdParts {
+        group: GROUP,
+        version: VERSION,
+        provider_type: t,
+        categories: &[CATEGORY],
+        printer_columns: json!([
+            { "name": "Version", "type": "string", "jsonPath": ".spec.version", "description": "Desired version" },
+            { "name": "Installed", "type": "string", "jsonPath": ".status.installedVersion", "description": "Installed version" },
+            { "name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status", "description": "Whether the provider's controllers are available" },
+            { "name": "Paused", "type": "boolean", "jsonPath": ".spec.paused", "description": "Whether the provider is paused" },
+            { "name": "Contract", "type": "string", "jsonPath": ".status.contract", "priority": 1, "description": "Cluster API contract of the installed release" },
+            { "name": "Reason", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason", "priority": 1, "description": "Reason of the Ready condition" },
+            { "name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp" },
+        ]),
+        description: format!(
+            "{} is a Cluster API {} provider managed by the operator. See https://cluster-api.sigs.k8s.io for the provider model.",
+            t.kind(),
+            t.word()
+        ),
+        type_meta_descriptions: [
+            "APIVersion defines the versioned schema of this representation of an object.",
+            "Kind is a string value representing the REST resource this object represents.",
+        ],
+        spec,
+        status,
+    })
 }
 
 /// The CRDs of all seven kinds, in install order.

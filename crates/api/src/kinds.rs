@@ -1,7 +1,7 @@
 //! The seven provider kinds. They share one [`ProviderSpec`] and one [`ProviderStatus`]; a macro
 //! gives each its own Rust type so that every kind gets its own typed API and controller.
 
-use std::{borrow::Cow, fmt};
+use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
@@ -160,13 +160,31 @@ pub trait Provider:
     fn status_mut(&mut self) -> &mut ProviderStatus;
 }
 
-macro_rules! provider_kind {
-    ($(#[$doc:meta])* $ty:ident, $variant:ident) => {
+/// Defines the provider kinds of one API: for each kind a resource type of `group`/`version`
+/// with the given spec and status types, implementing `trait` (a trait shaped like
+/// [`Provider`] over those types), plus the `api_version()` function serde fills in a missing
+/// apiVersion with. Serves this operator's kinds below and the v1alpha2 kinds of
+/// [`crate::v1alpha2`]; `api_version` is a literal so it can be quoted in the field's doc.
+macro_rules! provider_kinds {
+    (
+        api_version: $api_version:literal,
+        group: $group:expr,
+        version: $version:expr,
+        spec: $spec:ty,
+        status: $status:ty,
+        trait: $provider:path,
+        kinds: [$($(#[$doc:meta])* $ty:ident => $variant:ident),* $(,)?] $(,)?
+    ) => {
+        fn api_version() -> String {
+            $api_version.to_string()
+        }
+
+        $(
         $(#[$doc])*
-        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+        #[derive(Clone, Debug, Default, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
         #[serde(rename_all = "camelCase")]
         pub struct $ty {
-            /// Always `management.cluster.x-k8s.io/v1alpha1`.
+            #[doc = concat!("Always `", $api_version, "`.")]
             #[serde(default = "api_version")]
             pub api_version: String,
             /// The kind name.
@@ -174,103 +192,99 @@ macro_rules! provider_kind {
             pub kind: String,
             /// Standard object metadata.
             #[serde(default)]
-            pub metadata: ObjectMeta,
+            pub metadata: ::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
             /// Desired state.
             #[serde(default)]
-            pub spec: ProviderSpec,
+            pub spec: $spec,
             /// Observed state.
             #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub status: Option<ProviderStatus>,
+            pub status: Option<$status>,
         }
 
-        impl kube::Resource for $ty {
+        impl ::kube::Resource for $ty {
             type DynamicType = ();
-            type Scope = k8s_openapi::NamespaceResourceScope;
+            type Scope = ::k8s_openapi::NamespaceResourceScope;
 
-            fn kind(_: &()) -> Cow<'_, str> {
-                ProviderType::$variant.kind().into()
+            fn kind(_: &()) -> ::std::borrow::Cow<'_, str> {
+                $crate::ProviderType::$variant.kind().into()
             }
-            fn group(_: &()) -> Cow<'_, str> {
-                GROUP.into()
+            fn group(_: &()) -> ::std::borrow::Cow<'_, str> {
+                $group.into()
             }
-            fn version(_: &()) -> Cow<'_, str> {
-                VERSION.into()
+            fn version(_: &()) -> ::std::borrow::Cow<'_, str> {
+                $version.into()
             }
-            fn plural(_: &()) -> Cow<'_, str> {
-                ProviderType::$variant.plural().into()
+            fn plural(_: &()) -> ::std::borrow::Cow<'_, str> {
+                $crate::ProviderType::$variant.plural().into()
             }
-            fn meta(&self) -> &ObjectMeta {
+            fn meta(&self) -> &::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                 &self.metadata
             }
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
+            fn meta_mut(
+                &mut self,
+            ) -> &mut ::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                 &mut self.metadata
             }
         }
 
-        impl Provider for $ty {
-            const TYPE: ProviderType = ProviderType::$variant;
+        impl $provider for $ty {
+            const TYPE: $crate::ProviderType = $crate::ProviderType::$variant;
 
-            fn new(name: &str, namespace: &str, spec: ProviderSpec) -> Self {
+            fn new(name: &str, namespace: &str, spec: $spec) -> Self {
                 $ty {
                     api_version: api_version(),
-                    kind: ProviderType::$variant.kind().to_string(),
-                    metadata: ObjectMeta {
+                    kind: $crate::ProviderType::$variant.kind().to_string(),
+                    metadata: ::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                         name: Some(name.to_string()),
                         namespace: Some(namespace.to_string()),
-                        ..ObjectMeta::default()
+                        ..Default::default()
                     },
                     spec,
                     status: None,
                 }
             }
-            fn spec(&self) -> &ProviderSpec {
+            fn spec(&self) -> &$spec {
                 &self.spec
             }
-            fn spec_mut(&mut self) -> &mut ProviderSpec {
+            fn spec_mut(&mut self) -> &mut $spec {
                 &mut self.spec
             }
-            fn status(&self) -> Option<&ProviderStatus> {
+            fn status(&self) -> Option<&$status> {
                 self.status.as_ref()
             }
-            fn status_mut(&mut self) -> &mut ProviderStatus {
-                self.status.get_or_insert_with(ProviderStatus::default)
+            fn status_mut(&mut self) -> &mut $status {
+                self.status.get_or_insert_with(Default::default)
             }
         }
+        )*
     };
 }
+pub(crate) use provider_kinds;
 
-fn api_version() -> String {
-    format!("{GROUP}/{VERSION}")
+provider_kinds! {
+    api_version: "management.cluster.x-k8s.io/v1alpha1",
+    group: GROUP,
+    version: VERSION,
+    spec: ProviderSpec,
+    status: ProviderStatus,
+    trait: Provider,
+    kinds: [
+        /// The Cluster API core provider (only one per cluster).
+        CoreProvider => Core,
+        /// A bootstrap provider, e.g. kubeadm.
+        BootstrapProvider => Bootstrap,
+        /// A control-plane provider, e.g. kubeadm.
+        ControlPlaneProvider => ControlPlane,
+        /// An infrastructure provider, e.g. aws or vsphere.
+        InfrastructureProvider => Infrastructure,
+        /// An IP address management provider, e.g. in-cluster.
+        IPAMProvider => Ipam,
+        /// A runtime extension provider.
+        RuntimeExtensionProvider => RuntimeExtension,
+        /// An addon provider, e.g. helm.
+        AddonProvider => Addon,
+    ],
 }
-
-provider_kind!(
-    /// The Cluster API core provider (only one per cluster).
-    CoreProvider, Core
-);
-provider_kind!(
-    /// A bootstrap provider, e.g. kubeadm.
-    BootstrapProvider, Bootstrap
-);
-provider_kind!(
-    /// A control-plane provider, e.g. kubeadm.
-    ControlPlaneProvider, ControlPlane
-);
-provider_kind!(
-    /// An infrastructure provider, e.g. aws or vsphere.
-    InfrastructureProvider, Infrastructure
-);
-provider_kind!(
-    /// An IP address management provider, e.g. in-cluster.
-    IPAMProvider, Ipam
-);
-provider_kind!(
-    /// A runtime extension provider.
-    RuntimeExtensionProvider, RuntimeExtension
-);
-provider_kind!(
-    /// An addon provider, e.g. helm.
-    AddonProvider, Addon
-);
 
 /// A provider object of any kind, as read from a file or a dynamic API.
 #[derive(Clone, Debug, PartialEq)]
@@ -304,12 +318,12 @@ pub enum NotAProvider {
 impl AnyProvider {
     /// Reads a provider object of any kind from its JSON value.
     pub fn from_value(value: serde_json::Value) -> Result<AnyProvider, NotAProvider> {
-        let api_version = value
+        let given = value
             .get("apiVersion")
             .and_then(|v| v.as_str())
             .unwrap_or("");
-        if api_version != api_version_str() {
-            return Err(NotAProvider::ApiVersion(api_version.to_string()));
+        if given != api_version() {
+            return Err(NotAProvider::ApiVersion(given.to_string()));
         }
         let kind = value.get("kind").and_then(|v| v.as_str()).unwrap_or("");
         let provider_type =
@@ -341,10 +355,6 @@ impl AnyProvider {
     pub fn namespace(&self) -> &str {
         self.metadata.namespace.as_deref().unwrap_or("")
     }
-}
-
-fn api_version_str() -> &'static str {
-    "management.cluster.x-k8s.io/v1alpha1"
 }
 
 impl<P: Provider> From<&P> for AnyProvider {

@@ -10,6 +10,7 @@ pub mod normalize;
 pub mod rollout;
 pub mod spec;
 pub mod status;
+pub mod v1alpha2;
 
 pub use image::{ContainerImage, ImageMeta};
 pub use kinds::{
