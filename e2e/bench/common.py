@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 
@@ -10,6 +11,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPTS = os.path.join(ROOT, "e2e", "scripts")
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/capi-provider-operator/target"))
 BIN = os.path.join(TARGET, "release", "capi-provider-operator")
+
+
+INVENTORY_API = "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3"
+
+
+def without_inventory(rendered: str) -> str:
+    """`render` output without clusterctl's inventory entry: the operator creates that entry's CRD
+    at startup, kubectl has no way to, so the `kubectl apply` floor applies the release alone."""
+    return "---\n".join(part for part in re.split(r"^---\n", rendered, flags=re.M) if INVENTORY_API not in part)
 
 
 def run(*args, **kw):
@@ -26,8 +36,11 @@ class Cluster:
         self.kubectl = os.path.join(run(os.path.join(SCRIPTS, "build.sh")).strip(), "kubectl")
 
     def k(self, *args, stdin=None):
-        return subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, *args], check=True,
-                              capture_output=True, text=True, input=stdin).stdout
+        p = subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, *args],
+                           capture_output=True, text=True, input=stdin)
+        if p.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args[:3])} failed: {p.stderr.strip()[-2000:]}")
+        return p.stdout
 
     def down(self):
         subprocess.run([os.path.join(SCRIPTS, "cluster-down.sh"), "--dir", self.dir], capture_output=True)

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from common import BIN, ROOT, Cluster, run
+from common import BIN, ROOT, Cluster, run, without_inventory
 
 SHARED = os.environ.get("CAPI_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
 
@@ -62,7 +62,7 @@ def baseline(repo):
         for kind, ns, name, label, _ in PROVIDERS:
             with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
                 f.write(provider_yaml(kind, ns, name, selector=False))
-            rendered.append(run(BIN, "render", "-f", f.name, "--repository", repo))
+            rendered.append(without_inventory(run(BIN, "render", "-f", f.name, "--repository", repo)))
         t0 = time.monotonic()
         c.k("apply", "--server-side", "-f", "-", stdin="\n---\n".join(rendered))
         for _, ns, *_ in PROVIDERS:

@@ -41,11 +41,10 @@ import tempfile
 import time
 import urllib.request
 
-from common import BIN, ROOT, TARGET, Cluster, run
+from common import BIN, ROOT, TARGET, Cluster, run, without_inventory
 
 SAMPLES = os.path.join(ROOT, "examples", "sample-providers")
 SIZES = [1, 10, 30]
-INVENTORY_API = "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3"
 WRITE = re.compile(r"http\.method=(?:PATCH|POST|PUT|DELETE)[^\n]*requesting")
 
 
@@ -164,10 +163,7 @@ def floor(n: int) -> float:
                 f = os.path.join(repo, f"{name}.yaml")
                 open(f, "w").write(provider_yaml(kind, ns, name, selector=False))
                 docs.append(run(BIN, "render", "-f", f, "--repository", repo))
-        # The operator's render prints clusterctl's inventory entry too, whose CRD kubectl has no way
-        # to create first; the floor is the release objects alone.
-        docs = ["---\n".join(part for part in re.split(r"^---\n", doc, flags=re.M)
-                              if INVENTORY_API not in part) for doc in docs]
+        docs = [without_inventory(doc) for doc in docs]
         t0 = time.monotonic()
         c.k("apply", "--server-side", "-f", "-", stdin="\n---\n".join(docs))
         for _, ns, *_ in ps:

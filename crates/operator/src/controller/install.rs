@@ -256,6 +256,10 @@ async fn cached_fetch(
     if let Some(r) = cache.get(p, version, key).await? {
         return Ok(r);
     }
+    if let Some(r) = cache.take_over_go_release(p, version, key).await? {
+        info!(provider = %provider_key(p), version, "release taken over from cluster-api-operator's ConfigMap; nothing fetched");
+        return Ok(r);
+    }
     let release = timed().await?;
     info!(provider = %provider_key(p), version, "release fetched");
     if let Err(e) = cache.put(p, &release, key).await {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use capi_operator_api::{AnyProvider, CONFIGMAP_VERSION_LABEL};
+use capi_operator_api::{AnyProvider, CONFIGMAP_VERSION_LABEL, v1alpha2};
 use capi_release_sources::{
     ReleaseSource, SourceError,
     configmap::{ConfigMapData, ConfigMapReader, ConfigMapSource},
@@ -33,6 +33,33 @@ impl ConfigMapReader for Single {
     async fn list(&self) -> Result<Vec<ConfigMapData>, SourceError> {
         Ok(vec![self.0.clone()])
     }
+}
+
+/// The release a cache ConfigMap holds at `version`; `None` when it is damaged (the release is
+/// then fetched again and the entry rewritten).
+async fn decode(cm: &ConfigMap, version: &str) -> Result<Option<Release>, SourceError> {
+    let mut data = data_of(cm);
+    data.labels
+        .insert(CONFIGMAP_VERSION_LABEL.into(), version.to_string());
+    let source = ConfigMapSource::new(Single(data));
+    let metadata = source.fetch_file(version, "metadata.yaml").await?;
+    let components = source.fetch_file(version, "components").await?;
+    match (String::from_utf8(metadata), String::from_utf8(components)) {
+        (Ok(metadata), Ok(components)) => Ok(Some(Release {
+            version: version.to_string(),
+            metadata,
+            components,
+        })),
+        _ => Ok(None),
+    }
+}
+
+/// Whether `cm` is a release cluster-api-operator downloaded for `p` at `version`: its labels
+/// name the provider's type, name and version and mark it as that operator's.
+pub fn is_go_release(cm: &ConfigMap, p: &AnyProvider, version: &str) -> bool {
+    let want = v1alpha2::release_configmap_labels(p.provider_type, p.name(), version, false);
+    let have = cm.metadata.labels.clone().unwrap_or_default();
+    want.iter().all(|(k, v)| have.get(k) == Some(v))
 }
 
 /// Name of the cache ConfigMap of a provider's version (DNS-1123: lower case, `+` replaced).
@@ -83,21 +110,42 @@ impl ReleaseCache {
             // fetchConfig now points elsewhere: the same version from another source may differ.
             return Ok(None);
         }
-        let mut data = data_of(&cm);
-        data.labels
-            .insert(CONFIGMAP_VERSION_LABEL.into(), version.to_string());
-        let source = ConfigMapSource::new(Single(data));
-        let metadata = source.fetch_file(version, "metadata.yaml").await?;
-        let components = source.fetch_file(version, "components").await?;
-        match (String::from_utf8(metadata), String::from_utf8(components)) {
-            (Ok(metadata), Ok(components)) => Ok(Some(Release {
-                version: version.to_string(),
-                metadata,
-                components,
-            })),
-            // A damaged cache entry is ignored; the release is fetched again and rewritten.
-            _ => Ok(None),
+        decode(&cm, version).await
+    }
+
+    /// The release cluster-api-operator downloaded for `p` at `version` (its ConfigMap
+    /// `{type}-{name}-{version}` carrying its labels, compressed or not), taken into this cache
+    /// under the source `key`: a handed-over installation fetches nothing, and the entry no
+    /// longer depends on the other operator's objects (its owner reference pointed at them).
+    /// `None` when there is no such ConfigMap or it is not a release of that provider.
+    pub async fn take_over_go_release(
+        &self,
+        p: &AnyProvider,
+        version: &str,
+        key: &str,
+    ) -> Result<Option<Release>, SourceError> {
+        let name = v1alpha2::release_configmap_name(p.provider_type, p.name(), version);
+        let cm = match self.api.get_opt(&name).await {
+            Ok(Some(cm)) => cm,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                return Err(kube_to_source(
+                    "cluster-api-operator's release ConfigMap",
+                    e,
+                ));
+            }
+        };
+        if !is_go_release(&cm, p, version) {
+            return Ok(None);
         }
+        let Some(release) = decode(&cm, version).await? else {
+            return Ok(None);
+        };
+        if let Err(e) = self.put(p, &release, key).await {
+            // The release is read; keeping it is only for later reconciles.
+            tracing::warn!(error = %e, "release taken over but not cached");
+        }
+        Ok(Some(release))
     }
 
     /// Stores `release` of `p` fetched from the source `key` (owned by the provider object, so
@@ -286,6 +334,33 @@ mod tests {
         });
         assert!(reads_configmap(&p, "capa", "extra", &BTreeMap::new()));
         assert!(!reads_configmap(&p, "capa", "nope", &BTreeMap::new()));
+    }
+
+    #[test]
+    fn releases_of_cluster_api_operator_are_recognized_by_their_labels() {
+        let p = provider(ProviderType::RuntimeExtension, "ns", "hooks");
+        let labels = v1alpha2::release_configmap_labels(p.provider_type, "hooks", "v1.0.0", false);
+        let cm = |labels: BTreeMap<String, String>| ConfigMap {
+            metadata: Meta {
+                labels: Some(labels),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert!(is_go_release(&cm(labels.clone()), &p, "v1.0.0"));
+        // Its type word for runtime extensions has no dash, unlike this operator's.
+        assert_eq!(
+            labels
+                .get(v1alpha2::CONFIGMAP_TYPE_LABEL)
+                .map(String::as_str),
+            Some("runtimeextension")
+        );
+        assert!(!is_go_release(&cm(labels.clone()), &p, "v1.0.1"));
+        let other = provider(ProviderType::RuntimeExtension, "ns", "other");
+        assert!(!is_go_release(&cm(labels.clone()), &other, "v1.0.0"));
+        let mut unmarked = labels;
+        unmarked.remove(v1alpha2::OPERATOR_MANAGED_LABEL);
+        assert!(!is_go_release(&cm(unmarked), &p, "v1.0.0"));
     }
 
     /// Every Secret and ConfigMap a provider reads lies in a namespace [`input_namespaces`]
