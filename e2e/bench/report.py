@@ -56,7 +56,9 @@ MANY_NOTE = ("Both sides are timed from the same start (`kubectl apply` of the o
              "other). What the operator adds is fixed work per provider — a finalizer, reading the release "
              "ConfigMap, rendering, the status writes — plus one ordering rule the floor ignores: other "
              "providers are installed only once the core provider is Ready (as cluster-api-operator does), "
-             "so with n > 1 the core provider's rollout comes first instead of running beside the others.")
+             "so with n > 1 the core provider's rollout comes first instead of running beside the others. The "
+             "ordered floor does the same with kubectl: the core provider's objects, `kubectl wait` for its "
+             "Deployment, then the rest.")
 
 
 def many_section(r: dict, plots: str) -> list[str]:
@@ -65,7 +67,8 @@ def many_section(r: dict, plots: str) -> list[str]:
     open(os.path.join(plots, "many-time.svg"), "w").write(line_chart(
         "Time to all Ready", "providers declared at once", "seconds", xs,
         {"operator": [row["operator_s"] for row in rows],
-         "kubectl apply --server-side (floor)": [row["floor_s"] for row in rows]}))
+         "kubectl apply --server-side (floor)": [row["floor_s"] for row in rows],
+         "the same, core first (ordered floor)": [row.get("ordered_floor_s", row["floor_s"]) for row in rows]}))
     open(os.path.join(plots, "many-rss.svg"), "w").write(line_chart(
         "Operator memory", "providers installed", "RSS (MiB)", xs,
         {"operator RSS": [row["rss_mib"] for row in rows],
@@ -75,12 +78,14 @@ def many_section(r: dict, plots: str) -> list[str]:
            "API group and ClusterRoles), declared at once, releases in ConfigMaps; the floor is "
            "`kubectl apply --server-side` of the same rendered objects plus waiting for the Deployments. "
            "Goals: ≤ 10 % over the floor; RSS ≤ 40 MiB + 1 MiB per provider.", "", MANY_NOTE, "",
-           "| providers | operator (s) | floor (s) | over the floor | RSS (MiB) | RSS goal (MiB) |",
-           "|---:|---:|---:|---:|---:|---:|"]
+           "| providers | operator (s) | floor (s) | over the floor | ordered floor (s) | over it | RSS (MiB) | RSS goal (MiB) |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         over = (row["operator_s"] / row["floor_s"] - 1) * 100
+        ordered = row.get("ordered_floor_s", row["floor_s"])
+        over_ordered = (row["operator_s"] / ordered - 1) * 100
         out.append(f"| {row['providers']} | {row['operator_s']:.2f} | {row['floor_s']:.2f} | {over:+.0f} % | "
-                   f"{row['rss_mib']:.1f} | {40 + row['providers']} |")
+                   f"{ordered:.2f} | {over_ordered:+.0f} % | {row['rss_mib']:.1f} | {40 + row['providers']} |")
     out += ["", "![time to all Ready](performance/many-time.svg) ![operator RSS](performance/many-rss.svg)", ""]
     return out
 
@@ -176,9 +181,14 @@ def gaps(r: dict) -> list[str]:
     out = []
     for row in r.get("many", []):
         over = row["operator_s"] / row["floor_s"] - 1
+        ordered = row.get("ordered_floor_s", row["floor_s"])
         if over > 0.10:
             out.append(f"- {row['providers']} provider(s): {over * 100:.0f} % over the floor (goal ≤ 10 %), "
-                       f"{row['operator_s'] - row['floor_s']:.2f} s in absolute terms.")
+                       f"{row['operator_s'] - row['floor_s']:.2f} s in absolute terms; "
+                       f"{(row['operator_s'] / ordered - 1) * 100:+.0f} % against the ordered floor "
+                       "(the core provider first, as the operator installs).")
+        if row["rss_mib"] > 40 + row["providers"]:
+            out.append(f"- {row['providers']} provider(s): RSS {row['rss_mib']:.1f} MiB (goal ≤ {40 + row['providers']}).")
     c = r.get("churn")
     if c and c["cpu_s"] > 1:
         out.append(f"- Background churn: {c['cpu_s']:.2f} CPU-seconds for the churn minute (goal ≤ 1).")

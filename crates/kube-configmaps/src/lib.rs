@@ -6,18 +6,24 @@ use capi_release_sources::{
     SourceError,
     configmap::{ConfigMapData, ConfigMapReader, from_configmap},
 };
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client, api::ListParams};
+use tokio::sync::OnceCell;
 
 /// Label on the ConfigMaps the operator caches fetched releases in. They carry the version
 /// label too, so a broad selector could pick them; they never stand for a user's release.
 pub const RELEASE_CACHE_LABEL: &str = "management.cluster.x-k8s.io/release-cache";
 
-/// Reads the ConfigMaps a label selector picks in one namespace.
+/// Reads the ConfigMaps a label selector picks in one namespace. One reader serves one
+/// reconcile: its first answer is kept, so reading a release's metadata and components costs
+/// one list, and both come from the same state.
 #[derive(Clone)]
 pub struct KubeConfigMaps {
     api: Api<ConfigMap>,
     selector: String,
+    listed: Arc<OnceCell<Vec<ConfigMapData>>>,
 }
 
 impl KubeConfigMaps {
@@ -26,7 +32,22 @@ impl KubeConfigMaps {
         KubeConfigMaps {
             api: Api::namespaced(client, namespace),
             selector,
+            listed: Arc::default(),
         }
+    }
+
+    async fn list_with(&self, params: ListParams) -> Result<Vec<ConfigMapData>, SourceError> {
+        let list = self
+            .api
+            .list(&params.labels(&self.selector))
+            .await
+            .map_err(|e| kube_to_source("the selected ConfigMaps", e))?;
+        Ok(list
+            .items
+            .iter()
+            .filter(|cm| !is_release_cache(cm))
+            .map(from_configmap)
+            .collect())
     }
 }
 
@@ -52,18 +73,20 @@ pub fn is_release_cache(cm: &ConfigMap) -> bool {
 }
 
 impl ConfigMapReader for KubeConfigMaps {
+    /// Served by the apiserver's watch cache without waiting for it to be confirmed fresh (a
+    /// consistent list waits up to ~100 ms for that while writes are in flight, on every
+    /// reconcile). A ConfigMap changed a moment ago may show its previous state: its own watch
+    /// event starts another reconcile, which reads it as changed, and a version missing here
+    /// is looked for again with [`ConfigMapReader::list_fresh`].
     async fn list(&self) -> Result<Vec<ConfigMapData>, SourceError> {
-        let list = self
-            .api
-            .list(&ListParams::default().labels(&self.selector))
+        self.listed
+            .get_or_try_init(|| self.list_with(ListParams::default().match_any()))
             .await
-            .map_err(|e| kube_to_source("the selected ConfigMaps", e))?;
-        Ok(list
-            .items
-            .iter()
-            .filter(|cm| !is_release_cache(cm))
-            .map(from_configmap)
-            .collect())
+            .cloned()
+    }
+
+    async fn list_fresh(&self) -> Result<Vec<ConfigMapData>, SourceError> {
+        self.list_with(ListParams::default()).await
     }
 }
 

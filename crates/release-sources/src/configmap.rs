@@ -28,8 +28,16 @@ pub struct ConfigMapData {
 
 /// Lists the ConfigMaps a fetchConfig.selector selects (implemented by the controller).
 pub trait ConfigMapReader: Send + Sync {
-    /// The selected ConfigMaps of the provider's namespace.
+    /// The selected ConfigMaps of the provider's namespace. May be a moment old (a reader can
+    /// answer from a cache): the source asks [`ConfigMapReader::list_fresh`] before it
+    /// concludes that a version is missing.
     fn list(&self) -> impl Future<Output = Result<Vec<ConfigMapData>, SourceError>> + Send;
+
+    /// The selected ConfigMaps as they are now, for decisions a stale answer would make
+    /// wrongly (a version reported missing, the latest version written into spec.version).
+    fn list_fresh(&self) -> impl Future<Output = Result<Vec<ConfigMapData>, SourceError>> + Send {
+        self.list()
+    }
 }
 
 /// Releases from selected ConfigMaps.
@@ -44,9 +52,19 @@ impl<R: ConfigMapReader> ConfigMapSource<R> {
         ConfigMapSource { reader }
     }
 
-    async fn by_version(&self) -> Result<BTreeMap<String, Vec<ConfigMapData>>, SourceError> {
+    /// The ConfigMaps by the version they hold; `fresh` asks for the current state rather
+    /// than a possibly older cached one.
+    async fn by_version(
+        &self,
+        fresh: bool,
+    ) -> Result<BTreeMap<String, Vec<ConfigMapData>>, SourceError> {
+        let list = if fresh {
+            self.reader.list_fresh().await?
+        } else {
+            self.reader.list().await?
+        };
         let mut out: BTreeMap<String, Vec<ConfigMapData>> = BTreeMap::new();
-        for cm in self.reader.list().await? {
+        for cm in list {
             out.entry(version_of(&cm)).or_default().push(cm);
         }
         Ok(out)
@@ -119,11 +137,15 @@ pub fn gunzip_limited(data: &[u8], limit: usize) -> Result<Vec<u8>, SourceError>
 
 impl<R: ConfigMapReader> ReleaseSource for ConfigMapSource<R> {
     async fn list_versions(&self) -> Result<Vec<String>, SourceError> {
-        Ok(self.by_version().await?.into_keys().collect())
+        Ok(self.by_version(true).await?.into_keys().collect())
     }
 
     async fn fetch_file(&self, version: &str, file: &str) -> Result<Vec<u8>, SourceError> {
-        let all = self.by_version().await?;
+        let mut all = self.by_version(false).await?;
+        if !all.contains_key(version) {
+            // A ConfigMap created a moment ago may not be in a cached answer yet.
+            all = self.by_version(true).await?;
+        }
         // Two ConfigMaps claiming the version asked for are refused; a duplicate of another
         // version does not concern this fetch.
         let cm = match all.get(version).map(Vec::as_slice) {
@@ -204,6 +226,39 @@ mod tests {
         let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         e.write_all(data)?;
         e.finish()
+    }
+
+    /// A reader whose cached answer lags: it lacks the newest ConfigMap.
+    struct Lagging(Vec<ConfigMapData>);
+    impl ConfigMapReader for Lagging {
+        async fn list(&self) -> Result<Vec<ConfigMapData>, SourceError> {
+            Ok(self.0[..self.0.len() - 1].to_vec())
+        }
+        async fn list_fresh(&self) -> Result<Vec<ConfigMapData>, SourceError> {
+            Ok(self.0.clone())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stale_answer_never_hides_a_version_or_the_latest()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let src = ConfigMapSource::new(Lagging(vec![
+            cm("v0.4.8", None, "old"),
+            cm("v0.4.9", None, "new"),
+        ]));
+        // Found in the cached answer: no fresh read needed.
+        assert_eq!(src.fetch_file("v0.4.8", "components").await?, b"old");
+        // Missing from it: looked for again.
+        assert_eq!(src.fetch_file("v0.4.9", "components").await?, b"new");
+        // The latest version (written into spec.version) comes from a fresh read.
+        let r = fetch_release(&src, None, "infrastructure-components.yaml").await?;
+        assert_eq!(r.version, "v0.4.9");
+        // Absent from both: not found.
+        assert!(matches!(
+            src.fetch_file("v0.5.0", "components").await,
+            Err(SourceError::NotFound(_))
+        ));
+        Ok(())
     }
 
     #[tokio::test]
