@@ -5,14 +5,11 @@
 
 mod support;
 
-use std::time::Duration;
-
 use capi_fake_remotes::FakeServer;
 use capi_operator_api::{ProviderType, v1alpha2};
 use capi_test_support::{private_cluster, serial, shared_dir};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use serde_json::Value;
 use support::*;
 
 const PROVIDERS: &str = r#"
@@ -110,20 +107,7 @@ async fn releases_downloaded_by_cluster_api_operator_are_not_fetched_again() -> 
             "v0.2.0",
         ),
     ] {
-        let p = wait_condition(
-            &client,
-            (kind, ns, name),
-            "Ready",
-            "True",
-            None,
-            Duration::from_secs(240),
-        )
-        .await
-        .map_err(|e| format!("{e}\noperator log:\n{}", operator.logs()))?;
-        assert_eq!(
-            p.pointer("/status/installedVersion"),
-            Some(&Value::from(version))
-        );
+        wait_installed(&client, (kind, ns, name), version, &operator).await?;
     }
     assert_eq!(github.count("/"), 0, "the local GitHub was asked");
 

@@ -154,20 +154,7 @@ async fn real_releases_install_from_configmaps() -> TestResult {
             "kubeadm",
         ),
     ] {
-        let p = wait_condition(
-            &client,
-            (kind, ns, name),
-            "Ready",
-            "True",
-            None,
-            Duration::from_secs(240),
-        )
-        .await
-        .map_err(|e| format!("{e}\noperator log:\n{}", operator.logs()))?;
-        assert_eq!(
-            p.pointer("/status/installedVersion"),
-            Some(&Value::from("v1.12.0"))
-        );
+        let p = wait_installed(&client, (kind, ns, name), "v1.12.0", &operator).await?;
         assert_eq!(p.pointer("/status/contract"), Some(&Value::from("v1beta2")));
         // The real releases pass the provider contract checks.
         for c in [

@@ -531,11 +531,69 @@ fn watch_inputs(ctx: &Arc<Ctx>, triggers: &Triggers, tasks: &mut Vec<Task>) {
         wc,
     );
     let c = ctx.clone();
+    let seen = std::sync::Mutex::new(BTreeMap::new());
+    // Each core provider with whether this event removed it.
+    let events = cores.default_backoff().filter_map(|ev| async move {
+        match ev {
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => Some(Ok((o, false))),
+            Ok(watcher::Event::Delete(o)) => Some(Ok((o, true))),
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+            Err(e) => Some(Err(e)),
+        }
+    });
     tasks.push(route(
-        cores.default_backoff().touched_objects(),
+        events,
         triggers.clone(),
-        move |_: &CoreProvider| providers_where(&c, |p| p.provider_type != ProviderType::Core),
+        move |(core, removed): &(CoreProvider, bool)| {
+            // A core provider changes many times while it installs (finalizer, each status
+            // write); the others only care when what they check of it changes.
+            let key = (core.namespace().unwrap_or_default(), core.name_any());
+            let now = CoreSeen::of(core);
+            let changed = seen
+                .lock()
+                .map(|mut s| {
+                    if *removed {
+                        s.remove(&key);
+                        return true;
+                    }
+                    s.insert(key, now.clone()) != Some(now)
+                })
+                .unwrap_or(true);
+            if !changed {
+                return Vec::new();
+            }
+            providers_where(&c, |p| p.provider_type != ProviderType::Core)
+        },
     ));
+}
+
+/// What the other providers' reconciles read of a core provider (readiness, pause, contract,
+/// version, deletion; see `preflight::ready_core` and the contract checks): a change of the
+/// core provider that leaves this equal concerns none of them.
+#[derive(Clone, PartialEq)]
+struct CoreSeen {
+    generation: Option<i64>,
+    deleting: bool,
+    installed_version: Option<String>,
+    contract: Option<String>,
+    conditions: Vec<(String, String, String)>,
+}
+
+impl CoreSeen {
+    fn of(core: &CoreProvider) -> CoreSeen {
+        let status = core.status.clone().unwrap_or_default();
+        CoreSeen {
+            generation: core.metadata.generation,
+            deleting: core.metadata.deletion_timestamp.is_some(),
+            installed_version: status.installed_version,
+            contract: status.contract,
+            conditions: status
+                .conditions
+                .into_iter()
+                .map(|c| (c.type_, c.status, c.reason))
+                .collect(),
+        }
+    }
 }
 
 /// Runs the seven controllers until a termination signal (or, with leader election, until the

@@ -193,6 +193,26 @@ pub async fn wait_condition(
     })
 }
 
+/// Waits until the provider `kind namespace/name` is Ready with `version` installed (four
+/// minutes: real releases on a busy machine); the error carries the operator's log.
+pub async fn wait_installed(
+    client: &Client,
+    key: (&str, &str, &str),
+    version: &str,
+    operator: &OperatorProcess,
+) -> Result<Value, Box<dyn std::error::Error>> {
+    let p = wait_condition(client, key, "Ready", "True", None, Duration::from_secs(240))
+        .await
+        .map_err(|e| format!("{e}\noperator log:\n{}", operator.logs()))?;
+    let installed = p
+        .pointer("/status/installedVersion")
+        .and_then(Value::as_str);
+    if installed != Some(version) {
+        return Err(format!("{key:?}: installed {installed:?}, not {version}").into());
+    }
+    Ok(p)
+}
+
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
