@@ -220,11 +220,12 @@ CAUSES = [
     "renders it before finding nothing to do. With four concurrent passes per kind the late providers "
     "queue behind them. Next: let a pass skip the render when neither the spec nor its inputs changed "
     "since the last one, and stop waking a provider on its own status writes.",
-    "- RSS after installing the real providers: renders and release compression run on blocking "
-    "threads (so a large release cannot stall the event loop), and glibc keeps a memory arena per "
-    "thread that has allocated. The last figure before that change was 36.0 MiB (2026-11-23); the same "
-    "change took the RSS after the 16x install from 117 to 165 MiB (2026-11-24). Not yet confirmed by "
-    "an experiment. Next: one render thread, or a bounded number of arenas.",
+    "- RSS after installing the real providers: memory glibc keeps after it is freed, not live data. "
+    "Measured with one run each on 2026-11-25: 53.9 MiB as shipped, 56.4 MiB with MALLOC_ARENA_MAX=2, "
+    "37.9 MiB with MALLOC_ARENA_MAX=1 and 37.8 MiB with glibc.malloc.trim_threshold=131072 (GLIBC_TUNABLES). "
+    "Renders and release compression run on blocking threads (so a large release cannot stall the event "
+    "loop), and what those threads free stays in their arenas. Next: set one of those two in the "
+    "operator's Deployment and chart, or trim after large renders.",
     "",
 ]
 
