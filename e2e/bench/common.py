@@ -13,6 +13,14 @@ TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/capi-pr
 BIN = os.path.join(TARGET, "release", "capi-provider-operator")
 
 
+def shipped_env() -> dict:
+    """The literal environment variables the operator's Deployment sets (manifests/operator), so
+    the benchmarks measure the operator as it is shipped (its allocator settings included)."""
+    with open(os.path.join(ROOT, "manifests", "operator", "deployment.yaml")) as f:
+        text = f.read()
+    return dict(re.findall(r"^\s*- name: (\w+)\n\s*value: (\S+)\s*$", text, flags=re.M))
+
+
 INVENTORY_API = "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3"
 
 

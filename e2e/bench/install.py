@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from common import BIN, ROOT, Cluster, run, without_inventory
+from common import BIN, ROOT, shipped_env, Cluster, run, without_inventory
 
 SHARED = os.environ.get("CAPI_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
 
@@ -98,7 +98,7 @@ def operator_run(repo, idle):
         for kind, ns, name, label, file in PROVIDERS:
             c.k("apply", "--server-side", "-f", "-", stdin=configmap(ns, kind, name, label, file, repo))
         log = open(os.path.join(c.dir, "operator.log"), "w")
-        env = dict(os.environ, KUBECONFIG=c.kubeconfig, RUST_LOG="info,kube_client=debug")
+        env = dict(os.environ, **shipped_env(), KUBECONFIG=c.kubeconfig, RUST_LOG="info,kube_client=debug")
         op = subprocess.Popen([BIN, "run"], stdout=log, stderr=log, env=env)
         time.sleep(3)
         t0 = time.monotonic()

@@ -41,7 +41,7 @@ import tempfile
 import time
 import urllib.request
 
-from common import BIN, ROOT, TARGET, Cluster, run, without_inventory
+from common import BIN, ROOT, shipped_env, TARGET, Cluster, run, without_inventory
 
 SAMPLES = os.path.join(ROOT, "examples", "sample-providers")
 SIZES = [1, 10, 30]
@@ -55,7 +55,7 @@ class Operator:
         self.port = free_port()
         self.log_path = os.path.join(c.dir, f"{name}.log")
         log = open(self.log_path, "w")
-        env = dict(os.environ, KUBECONFIG=c.kubeconfig, RUST_LOG="info,kube_client=debug", POD_NAME=name)
+        env = dict(os.environ, **shipped_env(), KUBECONFIG=c.kubeconfig, RUST_LOG="info,kube_client=debug", POD_NAME=name)
         self.p = subprocess.Popen([BIN, "run", "--metrics-bind-address", f"127.0.0.1:{self.port}", *args],
                                   stdout=log, stderr=log, env=env)
         self.started = time.monotonic()

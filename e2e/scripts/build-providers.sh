@@ -7,7 +7,10 @@
 #     and that version's clusterctl (the tests run it against operator-managed providers);
 #   - cert-manager CERT_MANAGER_VERSION: controller, cainjector, webhook, and its release manifest
 #     (cert-manager.yaml: CRDs, RBAC, Deployments, Services, webhook configurations) rendered from the
-#     Helm chart inside the same module with the project's helm, as cert-manager's release tooling does.
+#     Helm chart inside the same module with the project's helm, as cert-manager's release tooling does;
+#   - kubernetes-sigs/cluster-api-operator GO_OPERATOR_VERSION (the operator this one replaces; the
+#     handover tests run it), its CRDs as released (config/crd/bases) and a self-signed serving
+#     certificate for its webhook server (nothing calls it; it must only start).
 # Writes images.yaml (the process node's image → binary map) and prints its path on stdout.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +25,7 @@ export CGO_ENABLED=0 GOFLAGS=-mod=mod
 # API's release tooling does (the version its Makefile pins). Kept here, not in versions.env, whose
 # every change rebuilds the control plane.
 KUSTOMIZE_VERSION=v5.7.0
+GO_OPERATOR_VERSION=v0.28.0
 
 stamp_of() { # module dir → stamp name covering its go.sum and this script
   cat "$1/go.sum" "$1/go.mod" "$0" | sha256sum | cut -c1-16
@@ -150,7 +154,42 @@ VALUES
   rm -rf "$chart"
 }
 
+build_go_operator() { # version
+  local v=$1 mod="$mods/cluster-api-operator-$1" out="$root/cluster-api-operator-$1"
+  local stamp; stamp="$out/.complete-$(stamp_of "$mod")"
+  [[ -f "$stamp" ]] && return 0
+  mkdir -p "$out/crds" "$out/webhook-certs"
+  echo "build-providers: building cluster-api-operator $v into $out (first time: minutes)" >&2
+  (cd "$mod" && go build -trimpath -ldflags "-s -w" -o "$out/cluster-api-operator" \
+    sigs.k8s.io/cluster-api-operator/cmd) >&2
+  local src; src=$(cd "$mod" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api-operator)
+  rm -f "$out"/crds/*.yaml
+  cp "$src"/config/crd/bases/*.yaml "$out/crds/"
+  chmod u+w "$out"/crds/*.yaml
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=capi-operator-webhook" \
+    -keyout "$out/webhook-certs/tls.key" -out "$out/webhook-certs/tls.crt" 2>/dev/null
+  render_go_operator "$v" "$out" "$src"
+  touch "$stamp"
+}
+
+# Its release manifest (operator-components.yaml) as its release tooling makes it: kustomize over
+# the module's config/default with the manager image set to the release's.
+render_go_operator() { # version, out, module dir
+  local v=$1 out=$2 src=$3 cfg kustomize
+  kustomize=$(build_kustomize)
+  cfg=$(mktemp -d)
+  cp -r "$src/config" "$cfg/"
+  chmod -R u+w "$cfg"
+  sed -i "s|image: .*cluster-api-operator:dev|image: registry.k8s.io/capi-operator/cluster-api-operator:$v|" \
+    "$cfg/config/default/manager_image_patch.yaml"
+  "$kustomize" build "$cfg/config/default" > "$out/operator-components.yaml"
+  rm -rf "$cfg"
+  grep -q "cluster-api-operator:$v" "$out/operator-components.yaml" \
+    || { echo "build-providers: the rendered cluster-api-operator release lacks its image" >&2; return 1; }
+}
+
 for v in $CAPI_VERSIONS; do build_capi "$v"; build_capd "$v"; done
+build_go_operator "$GO_OPERATOR_VERSION"
 build_cert_manager "$CERT_MANAGER_VERSION"
 
 images="$root/images.yaml"
@@ -169,6 +208,8 @@ images="$root/images.yaml"
     printf -- '- repository: cert-manager-%s\n  tag: %s\n  binary: %s\n' "$c" "$CERT_MANAGER_VERSION" \
       "$root/cert-manager-$CERT_MANAGER_VERSION/cert-manager-$c"
   done
+  printf -- '- repository: cluster-api-operator\n  tag: %s\n  binary: %s\n' "$GO_OPERATOR_VERSION" \
+    "$root/cluster-api-operator-$GO_OPERATOR_VERSION/cluster-api-operator"
 } > "$images.tmp"
 mv "$images.tmp" "$images"
 echo "$images"

@@ -87,6 +87,16 @@ INLINE = {
     "capi-provider-operator run": ("name", "the subcommand; make demo runs it"),
     "capi-provider-operator api-docs": ("name", "the subcommand behind make docs"),
     "kubectl capi-providers migrate": ("name", "crates/plugin/tests/e2e_migrate.rs"),
+    "kubectl capi-providers migrate --from cluster-api-operator": (
+        "covered",
+        "crates/operator/tests/handover_from_go_operator.rs runs it against the real cluster-api-operator",
+    ),
+    "kubectl capi-providers migrate --from cluster-api-operator --dry-run": (
+        "covered",
+        "crates/operator/tests/handover_from_go_operator.rs runs it and checks that nothing changed",
+    ),
+    "kubectl get coreproviders": ("run", ["crds"]),
+    "kubectl wait": ("name", "named as a tool that waits on conditions; the blocks run kubectl wait"),
     "make providers": ("run", None),
     "make integration": ("covered", "a step of make test"),
     "kubectl logs": ("name", "named as what the process node does not serve; its log files are read instead"),

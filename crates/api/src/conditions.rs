@@ -19,6 +19,10 @@ pub const DELETING: &str = "Deleting";
 /// each setting the manager's binary has no flag for, or a flag it would reject at start.
 /// Informational: installing goes on and Ready is not blocked.
 pub const MANAGER_CONFIGURED: &str = "ManagerConfigured";
+/// Objects of the `operator.cluster.x-k8s.io/v1alpha2` API only: whether their spec translates
+/// into this operator's settings. False (with the field and why) stops the reconcile until the
+/// spec changes; True names any setting left out because cluster-api-operator ignored it too.
+pub const SPEC_TRANSLATED: &str = "SpecTranslated";
 
 /// kstatus: True while the operator works toward the spec (installing, upgrading, waiting for
 /// the Deployments, retrying a temporary failure, deleting); False once the spec is reached or
@@ -139,4 +143,14 @@ pub mod reason {
     /// The provider was changed outside the operator (clusterctl's inventory named another
     /// version) and the declared state was applied again (an event).
     pub const CLUSTERCTL_CHANGE_REVERTED: &str = "ClusterctlChangeReverted";
+
+    // Objects of the v1alpha2 API.
+
+    /// Every setting of the v1alpha2 spec has its counterpart here (SpecTranslated True).
+    pub const TRANSLATED: &str = "Translated";
+    /// Some v1alpha2 settings are left out, as cluster-api-operator left them out (SpecTranslated
+    /// True, the message names them).
+    pub const SETTINGS_IGNORED: &str = "SettingsIgnored";
+    /// A v1alpha2 setting has no counterpart or an unusable value (SpecTranslated False).
+    pub const UNSUPPORTED_SETTING: &str = "UnsupportedSetting";
 }

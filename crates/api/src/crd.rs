@@ -72,6 +72,10 @@ pub(crate) struct CrdParts<'a> {
     pub spec: Value,
     /// Schema of status.
     pub status: Value,
+    /// Write `conversion: {strategy: None}` rather than leaving it out: cluster-api-operator's
+    /// CRDs name a conversion webhook, which must not survive taking them over (the API server
+    /// would call a webhook that is gone).
+    pub no_conversion: bool,
 }
 
 /// A namespaced provider CRD with a status subresource, annotated with the operator version and
@@ -118,6 +122,10 @@ pub(crate) fn provider_crd(p: CrdParts<'_>) -> Result<CustomResourceDefinition, 
             }],
         },
     });
+    let mut doc = doc;
+    if p.no_conversion {
+        doc["spec"]["conversion"] = json!({ "strategy": "None" });
+    }
     let mut c: CustomResourceDefinition = serde_json::from_value(doc)?;
     let hash = format!("{:x}", Sha256::digest(serde_json::to_vec(&c.spec)?));
     let annotations = c.metadata.annotations.get_or_insert_with(Default::default);
@@ -165,6 +173,7 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
         ],
         spec,
         status,
+        no_conversion: false,
     })
 }
 

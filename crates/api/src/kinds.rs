@@ -286,9 +286,62 @@ provider_kinds! {
     ],
 }
 
+/// The API a provider object was declared in. Both are served and reconciled the same way;
+/// objects of the second are read through [`crate::v1alpha2::ProviderSpec::to_v1alpha1`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProviderApi {
+    /// This operator's API, `management.cluster.x-k8s.io/v1alpha1`.
+    #[default]
+    Management,
+    /// kubernetes-sigs/cluster-api-operator's API, `operator.cluster.x-k8s.io/v1alpha2`.
+    ClusterApiOperator,
+}
+
+impl ProviderApi {
+    /// Both APIs.
+    pub const ALL: [ProviderApi; 2] = [ProviderApi::Management, ProviderApi::ClusterApiOperator];
+
+    /// API group.
+    pub fn group(self) -> &'static str {
+        match self {
+            ProviderApi::Management => GROUP,
+            ProviderApi::ClusterApiOperator => crate::v1alpha2::GROUP,
+        }
+    }
+
+    /// API version (without the group).
+    pub fn version(self) -> &'static str {
+        match self {
+            ProviderApi::Management => VERSION,
+            ProviderApi::ClusterApiOperator => crate::v1alpha2::VERSION,
+        }
+    }
+
+    /// `apiVersion` of its objects.
+    pub fn api_version(self) -> String {
+        format!("{}/{}", self.group(), self.version())
+    }
+
+    /// The API whose group is `group`.
+    pub fn from_group(group: &str) -> Option<ProviderApi> {
+        Self::ALL.into_iter().find(|a| a.group() == group)
+    }
+
+    /// The value of [`crate::OWNER_API_LABEL`] on objects installed for a provider of this API
+    /// (`None`: the label is absent, as on every object installed before the label existed).
+    pub fn owner_label(self) -> Option<&'static str> {
+        match self {
+            ProviderApi::Management => None,
+            ProviderApi::ClusterApiOperator => Some(crate::v1alpha2::GROUP),
+        }
+    }
+}
+
 /// A provider object of any kind, as read from a file or a dynamic API.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AnyProvider {
+    /// The API it was declared in.
+    pub api: ProviderApi,
     /// Its type (from its kind).
     pub provider_type: ProviderType,
     /// Its metadata.
@@ -339,6 +392,7 @@ impl AnyProvider {
         }
         let raw: Raw = serde_json::from_value(value)?;
         Ok(AnyProvider {
+            api: ProviderApi::Management,
             provider_type,
             metadata: raw.metadata,
             spec: raw.spec,
@@ -360,6 +414,7 @@ impl AnyProvider {
 impl<P: Provider> From<&P> for AnyProvider {
     fn from(p: &P) -> AnyProvider {
         AnyProvider {
+            api: ProviderApi::Management,
             provider_type: P::TYPE,
             metadata: p.meta().clone(),
             spec: p.spec().clone(),

@@ -15,7 +15,8 @@ pub mod v1alpha2;
 pub use image::{ContainerImage, ImageMeta};
 pub use kinds::{
     AddonProvider, AnyProvider, BootstrapProvider, ControlPlaneProvider, CoreProvider,
-    IPAMProvider, InfrastructureProvider, Provider, ProviderType, RuntimeExtensionProvider,
+    IPAMProvider, InfrastructureProvider, Provider, ProviderApi, ProviderType,
+    RuntimeExtensionProvider,
 };
 pub use spec::*;
 pub use status::ProviderStatus;
@@ -43,6 +44,11 @@ pub const OWNER_KIND_LABEL: &str = "management.cluster.x-k8s.io/owner-kind";
 pub const OWNER_NAME_LABEL: &str = "management.cluster.x-k8s.io/owner-name";
 /// Label naming the namespace of the provider that installed an object.
 pub const OWNER_NAMESPACE_LABEL: &str = "management.cluster.x-k8s.io/owner-namespace";
+/// Label naming the API group of the provider that installed an object, on objects installed
+/// for a provider of the `operator.cluster.x-k8s.io` group only (absent: this operator's own
+/// group), so that a refused duplicate in the other group never claims the objects of the
+/// provider that works.
+pub const OWNER_API_LABEL: &str = "management.cluster.x-k8s.io/owner-api";
 /// Finalizer the operator puts on provider objects.
 pub const FINALIZER: &str = "management.cluster.x-k8s.io/provider";
 /// Label on ConfigMaps naming the version they hold.

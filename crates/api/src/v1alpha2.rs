@@ -808,6 +808,56 @@ crate::kinds::provider_kinds! {
     ],
 }
 
+/// How the operator reconciles a v1alpha2 object: as a provider of this operator's API, with
+/// the outcome of the spec's translation ([`ProviderSpec::to_v1alpha1`]). When the spec cannot
+/// be translated the view's spec is empty and must not be acted on; the error is for a
+/// condition.
+pub fn view<P: Provider>(p: &P) -> (crate::AnyProvider, Result<Vec<String>, ConversionError>) {
+    let (spec, translated) = match p.spec().to_v1alpha1() {
+        Ok(c) => (c.spec, Ok(c.ignored)),
+        Err(e) => (crate::ProviderSpec::default(), Err(e)),
+    };
+    let provider = crate::AnyProvider {
+        api: crate::ProviderApi::ClusterApiOperator,
+        provider_type: P::TYPE,
+        metadata: p.meta().clone(),
+        spec,
+        status: p.status().cloned(),
+    };
+    (provider, translated)
+}
+
+/// [`view`] of a v1alpha2 object of any kind, read from its JSON value (as a dynamic API
+/// returns it).
+pub fn view_value(
+    value: Value,
+) -> Result<(crate::AnyProvider, Result<Vec<String>, ConversionError>), crate::kinds::NotAProvider>
+{
+    let given = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if given != API_VERSION {
+        return Err(crate::kinds::NotAProvider::ApiVersion(given.to_string()));
+    }
+    let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
+    let t = ProviderType::from_kind(kind)
+        .ok_or_else(|| crate::kinds::NotAProvider::Kind(kind.to_string()))?;
+    Ok(match t {
+        ProviderType::Core => view(&serde_json::from_value::<CoreProvider>(value)?),
+        ProviderType::Bootstrap => view(&serde_json::from_value::<BootstrapProvider>(value)?),
+        ProviderType::ControlPlane => view(&serde_json::from_value::<ControlPlaneProvider>(value)?),
+        ProviderType::Infrastructure => {
+            view(&serde_json::from_value::<InfrastructureProvider>(value)?)
+        }
+        ProviderType::Ipam => view(&serde_json::from_value::<IPAMProvider>(value)?),
+        ProviderType::RuntimeExtension => {
+            view(&serde_json::from_value::<RuntimeExtensionProvider>(value)?)
+        }
+        ProviderType::Addon => view(&serde_json::from_value::<AddonProvider>(value)?),
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Conversion to this operator's API.
 
@@ -1649,6 +1699,7 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
         ],
         spec,
         status,
+        no_conversion: true,
     })
 }
 

@@ -3,7 +3,7 @@
 //! the zero-replica scaling of a paused provider, and the removal of fields the apiserver owns.
 
 use capi_operator_api::{
-    AnyProvider, ORIGINAL_REPLICAS_ANNOTATION, OWNER_KIND_LABEL, OWNER_NAME_LABEL,
+    AnyProvider, ORIGINAL_REPLICAS_ANNOTATION, OWNER_API_LABEL, OWNER_KIND_LABEL, OWNER_NAME_LABEL,
     OWNER_NAMESPACE_LABEL,
 };
 use serde_json::{Value, json};
@@ -50,6 +50,9 @@ pub fn label_owned(objects: &mut [Value], p: &AnyProvider) {
             l.insert(OWNER_KIND_LABEL.into(), p.provider_type.kind().into());
             l.insert(OWNER_NAME_LABEL.into(), p.name().into());
             l.insert(OWNER_NAMESPACE_LABEL.into(), p.namespace().into());
+            if let Some(api) = p.api.owner_label() {
+                l.insert(OWNER_API_LABEL.into(), api.into());
+            }
         }
     }
 }

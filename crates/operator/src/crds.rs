@@ -6,8 +6,9 @@
 //! a rollback never strips fields a newer schema added.
 
 use capi_operator_api::{
-    ProviderType,
+    ProviderApi, ProviderType,
     crd::{HASH_ANNOTATION, VERSION_ANNOTATION, crd},
+    v1alpha2,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
@@ -66,10 +67,17 @@ fn semver_of(v: &str) -> Option<semver::Version> {
     semver::Version::parse(v.trim_start_matches('v')).ok()
 }
 
-/// The CRD of `t` as this operator writes it, and the hash of its spec (both from the API
-/// crate's generator, which annotates every CRD it makes).
-pub fn desired(t: ProviderType) -> Result<(CustomResourceDefinition, String), Error> {
-    let c = crd(t).map_err(|source| Error::Generate {
+/// The CRD of `t` in `api` as this operator writes it, and the hash of its spec (both from the
+/// API crate's generator, which annotates every CRD it makes).
+pub fn desired(
+    api: ProviderApi,
+    t: ProviderType,
+) -> Result<(CustomResourceDefinition, String), Error> {
+    let c = match api {
+        ProviderApi::Management => crd(t),
+        ProviderApi::ClusterApiOperator => v1alpha2::crd(t),
+    }
+    .map_err(|source| Error::Generate {
         kind: t.kind(),
         source,
     })?;
@@ -81,13 +89,17 @@ pub fn desired(t: ProviderType) -> Result<(CustomResourceDefinition, String), Er
     Ok((c, hash))
 }
 
-/// Brings every provider CRD to this operator's schema (server-side apply), logging what it
-/// did; returns the outcome per CRD name.
-pub async fn ensure(client: &Client) -> Result<Vec<(String, Outcome)>, Error> {
+/// Brings every provider CRD of `apis` to this operator's schema (server-side apply), logging
+/// what it did; returns the outcome per CRD name.
+pub async fn ensure(
+    client: &Client,
+    apis: &[ProviderApi],
+) -> Result<Vec<(String, Outcome)>, Error> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut done = Vec::new();
-    for t in ProviderType::ALL {
-        let (want, hash) = desired(t)?;
+    let wanted = apis.iter().flat_map(|&a| ProviderType::ALL.map(|t| (a, t)));
+    for (provider_api, t) in wanted {
+        let (want, hash) = desired(provider_api, t)?;
         let name = want.name_any();
         let kube_err = |source| Error::Kube {
             name: name.clone(),
@@ -102,6 +114,11 @@ pub async fn ensure(client: &Client) -> Result<Vec<(String, Outcome)>, Error> {
         let outcome = decide(existing, env!("CARGO_PKG_VERSION"), &hash);
         match &outcome {
             Outcome::Applied => {
+                if have.as_ref().is_some_and(converts_by_webhook) {
+                    drop_conversion_webhook(&api, &name)
+                        .await
+                        .map_err(kube_err)?;
+                }
                 let params = PatchParams::apply(FIELD_MANAGER).force();
                 api.patch(&name, &params, &Patch::Apply(&want))
                     .await
@@ -125,6 +142,31 @@ pub async fn ensure(client: &Client) -> Result<Vec<(String, Outcome)>, Error> {
         "provider CRDs checked"
     );
     Ok(done)
+}
+
+/// Whether a CRD names a conversion webhook (cluster-api-operator's CRDs do).
+fn converts_by_webhook(c: &CustomResourceDefinition) -> bool {
+    c.spec
+        .conversion
+        .as_ref()
+        .is_some_and(|conv| conv.strategy == "Webhook")
+}
+
+/// Removes a CRD's conversion webhook before it is taken over: applying `strategy: None` alone
+/// would leave the webhook settings of the CRD's previous owner in place, which the API server
+/// refuses with that strategy.
+async fn drop_conversion_webhook(
+    api: &Api<CustomResourceDefinition>,
+    name: &str,
+) -> Result<(), kube::Error> {
+    let patch = serde_json::json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    api.patch(name, &params, &Patch::Merge(&patch)).await?;
+    tracing::info!(crd = %name, "conversion webhook of the previous owner removed");
+    Ok(())
 }
 
 #[cfg(test)]
@@ -155,7 +197,7 @@ mod tests {
 
     #[test]
     fn desired_carries_version_and_hash_of_its_spec() -> Result<(), Error> {
-        let (c, hash) = desired(ProviderType::Core)?;
+        let (c, hash) = desired(ProviderApi::Management, ProviderType::Core)?;
         let a = c.metadata.annotations.unwrap_or_default();
         assert_eq!(
             a.get(VERSION_ANNOTATION).map(String::as_str),
@@ -163,7 +205,7 @@ mod tests {
         );
         assert_eq!(a.get(HASH_ANNOTATION), Some(&hash));
         assert_eq!(hash.len(), 64);
-        let (_, other) = desired(ProviderType::Bootstrap)?;
+        let (_, other) = desired(ProviderApi::Management, ProviderType::Bootstrap)?;
         assert_ne!(hash, other, "kinds share a hash");
         Ok(())
     }

@@ -49,10 +49,11 @@ enum Command {
     ApiDocs,
     /// Print the argocd-cm ConfigMap entries that teach Argo CD the health of every provider kind.
     ArgocdHealth,
-    /// Print the CustomResourceDefinitions of the seven provider kinds as YAML, or write one
-    /// file per kind into a directory.
+    /// Print the CustomResourceDefinitions of the seven provider kinds, in this operator's API
+    /// and in cluster-api-operator's v1alpha2, as YAML, or write one file per CRD into a
+    /// directory.
     Crds {
-        /// Write `<plural>.yaml` files into this directory instead of printing.
+        /// Write `<plural>.<group>.yaml` files into this directory instead of printing.
         #[arg(long)]
         output_dir: Option<PathBuf>,
     },
@@ -99,6 +100,17 @@ struct RunArgs {
     /// created when absent. `false` removes the entries the operator wrote.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     clusterctl_inventory: bool,
+    /// API groups of the provider objects served, comma-separated: this operator's
+    /// management.cluster.x-k8s.io and kubernetes-sigs/cluster-api-operator's
+    /// operator.cluster.x-k8s.io (v1alpha2). A group whose CRDs the cluster lacks is skipped
+    /// with a warning; --manage-crds installs the CRDs of the groups served.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "management.cluster.x-k8s.io,operator.cluster.x-k8s.io",
+        value_parser = parse_group
+    )]
+    served_groups: Vec<capi_operator_api::ProviderApi>,
     /// Namespace of the leader election Lease (default: the Pod's namespace, else "default").
     #[arg(long, env = "POD_NAMESPACE")]
     leader_election_namespace: Option<String>,
@@ -159,6 +171,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// A provider API by its group name.
+fn parse_group(group: &str) -> Result<capi_operator_api::ProviderApi, String> {
+    capi_operator_api::ProviderApi::from_group(group.trim()).ok_or_else(|| {
+        format!(
+            "{group:?} is not a provider API group: use {} or {}",
+            capi_operator_api::GROUP,
+            capi_operator_api::v1alpha2::GROUP
+        )
+    })
+}
+
 fn run_operator(args: RunArgs) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -194,6 +217,7 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         metrics: std::sync::Arc::default(),
         health: std::sync::Arc::default(),
         clusterctl_inventory: args.clusterctl_inventory,
+        apis: args.served_groups.clone(),
     };
     let metrics_addr = bind_address(&args.metrics_bind_address)?;
     let health_addr = bind_address(&args.health_probe_bind_address)?;
@@ -220,7 +244,7 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         tokio::spawn(metrics::watch_stalls(opts.metrics.clone()));
         let client = connect().await?;
         if args.manage_crds {
-            crds::ensure(&client)
+            crds::ensure(&client, &opts.apis)
                 .await
                 .context("bringing the provider CRDs to this operator's schema")?;
         }
@@ -275,7 +299,8 @@ fn identity() -> String {
 }
 
 fn write_crds(output_dir: Option<PathBuf>) -> anyhow::Result<()> {
-    let crds = capi_operator_api::crd::all_crds()?;
+    let mut crds = capi_operator_api::crd::all_crds()?;
+    crds.extend(capi_operator_api::v1alpha2::all_crds()?);
     match output_dir {
         None => {
             print!("{}", capi_yaml::to_multi_doc(&crds)?);

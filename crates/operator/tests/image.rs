@@ -270,6 +270,36 @@ fn dockerfile_agrees_with_the_manifests_chart_workspace_and_binary() -> TestResu
         );
     }
 
+    // The allocator setting that keeps the RSS down (docs/performance.md) holds however the
+    // image is run: the image, the Deployment and the chart set the same value.
+    let env_of = |c: &Value, name: &str| {
+        c["env"].as_array().and_then(|es| {
+            es.iter()
+                .find(|e| e["name"] == name)
+                .and_then(|e| e["value"].as_str().map(String::from))
+        })
+    };
+    let tunables =
+        env_of(&container, "GLIBC_TUNABLES").ok_or("the Deployment does not set GLIBC_TUNABLES")?;
+    assert!(
+        tunables.contains("glibc.malloc.trim_threshold="),
+        "GLIBC_TUNABLES {tunables:?} sets no trim threshold"
+    );
+    assert_eq!(
+        run.all("ENV"),
+        vec![format!("GLIBC_TUNABLES={tunables}").as_str()],
+        "the image's ENV and the Deployment's GLIBC_TUNABLES"
+    );
+    let chart_deployment = std::fs::read_to_string(
+        root.join("manifests/helm/capi-provider-operator/templates/deployment.yaml"),
+    )?;
+    assert!(
+        chart_deployment.contains(&format!(
+            "- name: GLIBC_TUNABLES\n          value: {tunables}\n"
+        )),
+        "the chart's Deployment does not set GLIBC_TUNABLES={tunables}"
+    );
+
     // Every flag the image and the Deployment pass exists.
     let help = Command::new(operator_bin())
         .args(["run", "--help"])

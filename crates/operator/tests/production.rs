@@ -679,7 +679,10 @@ async fn operator_upgrades_its_crds_and_never_downgrades() -> TestResult {
     cluster.install_crds()?;
     let client = cluster.client().await?;
     let name = "coreproviders.management.cluster.x-k8s.io";
-    let (_, hash) = capi_provider_operator::crds::desired(capi_operator_api::ProviderType::Core)?;
+    let (_, hash) = capi_provider_operator::crds::desired(
+        capi_operator_api::ProviderApi::Management,
+        capi_operator_api::ProviderType::Core,
+    )?;
     let age = |version: &str| -> TestResult {
         cluster.kubectl_ok(&[
             "annotate",

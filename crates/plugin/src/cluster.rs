@@ -4,7 +4,7 @@
 use std::{collections::HashMap, path::PathBuf, sync::Mutex, time::Duration};
 
 use anyhow::{Context, bail};
-use capi_operator_api::{AnyProvider, GROUP, ProviderType, VERSION};
+use capi_operator_api::{AnyProvider, GROUP, ProviderApi, ProviderType, VERSION, v1alpha2};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client, Config,
@@ -41,6 +41,14 @@ pub struct Cluster {
 /// The API of provider type `t`.
 pub fn provider_resource(t: ProviderType) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, t.kind()), t.plural())
+}
+
+/// The API of provider type `t` in `api`.
+pub fn provider_resource_of(api: ProviderApi, t: ProviderType) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(api.group(), api.version(), t.kind()),
+        t.plural(),
+    )
 }
 
 fn gvk_of(api_version: &str, kind: &str) -> GroupVersionKind {
@@ -241,12 +249,59 @@ impl Cluster {
         }
     }
 
+    /// The provider object `t` `namespace/name` of `api`, if it exists (a v1alpha2 object as
+    /// the operator reads it).
+    pub async fn provider_of(
+        &self,
+        api: ProviderApi,
+        t: ProviderType,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<Option<AnyProvider>> {
+        if api == ProviderApi::Management {
+            return self.provider(t, namespace, name).await;
+        }
+        let dynamic: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            namespace,
+            &provider_resource_of(api, t),
+        );
+        match dynamic.get_opt(name).await {
+            Ok(Some(o)) => Ok(Some(go_provider(t, o)?)),
+            Ok(None) => Ok(None),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(e).context(format!("reading {} {namespace}/{name}", t.kind())),
+        }
+    }
+
+    /// Every v1alpha2 object of cluster-api-operator's API with its JSON, in clusterctl's type
+    /// order; `None` when the cluster does not serve that API.
+    pub async fn go_providers(&self) -> anyhow::Result<Option<Vec<(AnyProvider, Value)>>> {
+        let mut out = Vec::new();
+        for t in ProviderType::ALL {
+            let api: Api<DynamicObject> = Api::all_with(
+                self.client.clone(),
+                &provider_resource_of(ProviderApi::ClusterApiOperator, t),
+            );
+            let list = match api.list(&ListParams::default()).await {
+                Ok(l) => l,
+                Err(e) if not_found(&e) => return Ok(None),
+                Err(e) => return Err(e).context(format!("listing v1alpha2 {} objects", t.kind())),
+            };
+            for o in list.items {
+                let v = with_type(t, v1alpha2::API_VERSION, o)?;
+                out.push((go_provider_value(t, v.clone())?, v));
+            }
+        }
+        Ok(Some(out))
+    }
+
     /// Merge-patches the provider object `p` with `patch`.
     pub async fn patch_provider(&self, p: &AnyProvider, patch: &Value) -> anyhow::Result<()> {
         let api: Api<DynamicObject> = Api::namespaced_with(
             self.client.clone(),
             p.namespace(),
-            &provider_resource(p.provider_type),
+            &provider_resource_of(p.api, p.provider_type),
         );
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_string()),
@@ -262,6 +317,27 @@ impl Cluster {
 /// `Kind namespace/name` of a provider.
 pub fn describe(p: &AnyProvider) -> String {
     format!("{} {}/{}", p.provider_type.kind(), p.namespace(), p.name())
+}
+
+/// A dynamic object's JSON with its apiVersion and kind (lists leave them out).
+fn with_type(t: ProviderType, api_version: &str, o: DynamicObject) -> anyhow::Result<Value> {
+    let mut v = serde_json::to_value(o)?;
+    if let Some(m) = v.as_object_mut() {
+        m.insert("apiVersion".into(), json!(api_version));
+        m.insert("kind".into(), json!(t.kind()));
+    }
+    Ok(v)
+}
+
+/// A v1alpha2 object as the operator reads it (an untranslatable spec reads as empty).
+fn go_provider_value(t: ProviderType, v: Value) -> anyhow::Result<AnyProvider> {
+    v1alpha2::view_value(v)
+        .map(|(p, _)| p)
+        .map_err(|e| anyhow::anyhow!("reading a v1alpha2 {} object: {e}", t.kind()))
+}
+
+fn go_provider(t: ProviderType, o: DynamicObject) -> anyhow::Result<AnyProvider> {
+    go_provider_value(t, with_type(t, v1alpha2::API_VERSION, o)?)
 }
 
 fn to_provider(t: ProviderType, o: DynamicObject) -> anyhow::Result<AnyProvider> {

@@ -421,6 +421,7 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
         let targets: Vec<Target> = planned
             .iter()
             .map(|p| Target {
+                api: capi_operator_api::ProviderApi::Management,
                 provider_type: p.arg.provider_type,
                 namespace: p.namespace.clone(),
                 name: p.arg.name.clone(),

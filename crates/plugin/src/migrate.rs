@@ -16,6 +16,8 @@
 //! rolled out, and waits until the operator has taken clusterctl's inventory entries over: the
 //! inventory stays, so clusterctl's `upgrade plan`, `describe` and `move` keep working.
 
+mod from_go;
+
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
@@ -37,9 +39,30 @@ pub use capi_components::inventory::{
     API_VERSION as INVENTORY_API_VERSION, CLUSTERCTL_LABEL, KIND as INVENTORY_KIND, PROVIDER_LABEL,
 };
 
+/// What installed the providers being migrated.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum From {
+    /// `clusterctl init`/`upgrade` (its inventory names the providers).
+    #[default]
+    Clusterctl,
+    /// kubernetes-sigs/cluster-api-operator (its `operator.cluster.x-k8s.io/v1alpha2` objects).
+    ClusterApiOperator,
+}
+
 /// Flags of `migrate`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// What manages the providers now.
+    #[arg(long, value_enum, default_value_t = From::Clusterctl)]
+    from: From,
+    /// With --from cluster-api-operator: replace each v1alpha2 object with the same provider in
+    /// this operator's API (default: keep the v1alpha2 objects, which the operator serves).
+    #[arg(long)]
+    convert: bool,
+    /// With --from cluster-api-operator: its Deployment, as NAMESPACE/NAME (default: every
+    /// Deployment running a cluster-api-operator image).
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    operator_deployment: Option<String>,
     #[command(flatten)]
     sources: SourceFlags,
     #[command(flatten)]
@@ -337,6 +360,12 @@ async fn generation(cluster: &Cluster, ns: &str, name: &str) -> anyhow::Result<O
 /// Runs `migrate`.
 pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()> {
     let cluster = Cluster::connect(cluster_flags).await?;
+    if args.from == From::ClusterApiOperator {
+        return from_go::run(args, &cluster).await;
+    }
+    if args.convert || args.operator_deployment.is_some() {
+        bail!("--convert and --operator-deployment go with --from cluster-api-operator");
+    }
     let Some(items) = inventory(&cluster).await? else {
         say!(
             "no clusterctl inventory (providers.clusterctl.cluster.x-k8s.io) in the cluster: nothing to migrate"
@@ -466,6 +495,7 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
     let targets: Vec<Target> = adoptions
         .iter()
         .map(|a| Target {
+            api: capi_operator_api::ProviderApi::Management,
             provider_type: a.entry.provider_type,
             namespace: a.entry.namespace.clone(),
             name: a.entry.name.clone(),

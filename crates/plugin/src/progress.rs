@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use capi_operator_api::{
-    AnyProvider, ProviderType,
-    conditions::{PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, READY},
+    AnyProvider, ProviderApi, ProviderType,
+    conditions::{PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, READY, SPEC_TRANSLATED},
 };
 
 use crate::cluster::Cluster;
@@ -25,6 +25,8 @@ pub enum Want {
 /// A provider to wait for.
 #[derive(Debug, Clone)]
 pub struct Target {
+    /// Its API.
+    pub api: ProviderApi,
     /// Its type.
     pub provider_type: ProviderType,
     /// Its namespace.
@@ -41,6 +43,7 @@ impl Target {
     /// A target for `p`.
     pub fn of(p: &AnyProvider, version: Option<&str>, want: Want) -> Target {
         Target {
+            api: p.api,
             provider_type: p.provider_type,
             namespace: p.namespace().to_string(),
             name: p.name().to_string(),
@@ -76,6 +79,11 @@ pub fn state(t: &Target, p: Option<&AnyProvider>) -> (bool, String) {
     let Some(status) = &p.status else {
         return (false, "waiting for the operator".into());
     };
+    // A v1alpha2 object's status may still be cluster-api-operator's; only this operator
+    // writes SpecTranslated.
+    if p.api == ProviderApi::ClusterApiOperator && status.condition(SPEC_TRANSLATED).is_none() {
+        return (false, "waiting for the operator to take it over".into());
+    }
     let installed = status.installed_version.as_deref().unwrap_or("-");
     if status.observed_generation.unwrap_or(0) < p.metadata.generation.unwrap_or(0) {
         return (
@@ -138,7 +146,7 @@ pub async fn wait(
         let mut all = true;
         for (i, t) in targets.iter().enumerate() {
             let p = cluster
-                .provider(t.provider_type, &t.namespace, &t.name)
+                .provider_of(t.api, t.provider_type, &t.namespace, &t.name)
                 .await?;
             let (done, line) = state(t, p.as_ref());
             all &= done;

@@ -14,7 +14,7 @@ use capi_components::{
     render,
 };
 use capi_operator_api::{
-    AnyProvider, ORIGINAL_REPLICAS_ANNOTATION, Provider, ProviderStatus, ProviderType,
+    AnyProvider, ORIGINAL_REPLICAS_ANNOTATION, ProviderStatus, ProviderType,
     conditions::{
         CONTRACT_VERIFIED, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, PROVIDER_UPGRADED,
         READY,
@@ -38,6 +38,7 @@ use super::{
     conditions::{self, Desired},
     preflight, provider_key,
     reconcile::{Error, Outcome, Problem, merge_params, problem, publish, reason},
+    served::Served,
     source::{self, Chosen, ReleaseCache},
 };
 
@@ -70,7 +71,7 @@ struct Fetched {
 }
 
 /// Runs the phases in order and gives the outcome.
-pub async fn install<P: Provider>(s: &mut State<'_, P>) -> Outcome {
+pub async fn install<P: Served>(s: &mut State<'_, P>) -> Outcome {
     match run(s).await {
         ControlFlow::Continue(()) => Outcome::Done,
         ControlFlow::Break(outcome) => outcome,
@@ -78,7 +79,7 @@ pub async fn install<P: Provider>(s: &mut State<'_, P>) -> Outcome {
 }
 
 /// The phases, in order.
-async fn run<P: Provider>(s: &mut State<'_, P>) -> Phase {
+async fn run<P: Served>(s: &mut State<'_, P>) -> Phase {
     let core = debug_span!("phase", name = "preflight").in_scope(|| preflight_phase(s))?;
     let (vars, chosen) = configure(s)
         .instrument(debug_span!("phase", name = "configure"))
@@ -157,7 +158,7 @@ async fn configure<P>(s: &State<'_, P>) -> Phase<(BTreeMap<String, String>, Chos
 
 /// spec.version, checked against a downgrade. An empty one is resolved to the latest release
 /// and written back, which ends this reconcile: the update brings the next one.
-async fn resolve_version<P: Provider>(s: &State<'_, P>, chosen: &Chosen) -> Phase<String> {
+async fn resolve_version<P: Served>(s: &State<'_, P>, chosen: &Chosen) -> Phase<String> {
     if let Some(v) = s.p.spec.version.as_deref().filter(|v| !v.is_empty()) {
         if let Err(f) = preflight::check_downgrade(s.status.installed_version.as_deref(), v) {
             return end(preflight_failed(f));
@@ -413,7 +414,7 @@ async fn render_phase<P>(
 }
 
 /// Server-side applies the objects; shows, in an event, a release granting broad powers.
-async fn apply_phase<P: Provider>(s: &State<'_, P>, objects: &[Value]) -> Phase<ApplyReport> {
+async fn apply_phase<P: Served>(s: &State<'_, P>, objects: &[Value]) -> Phase<ApplyReport> {
     let report = match s
         .ctx
         .applier
@@ -463,7 +464,7 @@ fn repaired_note(repaired: &[String]) -> String {
 }
 
 /// Deletes what this provider installed before but no longer renders.
-async fn prune<P: Provider>(
+async fn prune<P: Served>(
     s: &State<'_, P>,
     objects: &[&Value],
     paused: bool,
@@ -489,7 +490,7 @@ async fn prune<P: Provider>(
 /// Keeps the provider's clusterctl inventory entry at the version just applied. Not part of the
 /// release: a failure is an event, never a failed install. An entry someone else changed (see
 /// [`super::inventory`]) is said to be restored in an event.
-async fn record_in_inventory<P: Provider>(
+async fn record_in_inventory<P: Served>(
     s: &State<'_, P>,
     entry: &Value,
     version: &str,
@@ -534,7 +535,7 @@ async fn record_in_inventory<P: Provider>(
 }
 
 /// Installed, upgraded, contract-verified, paused and ready conditions.
-async fn report<P: Provider>(
+async fn report<P: Served>(
     s: &mut State<'_, P>,
     f: &Fetched,
     rendered: Render,

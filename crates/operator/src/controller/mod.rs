@@ -17,13 +17,15 @@ pub mod readiness;
 pub mod reconcile;
 #[cfg(test)]
 mod scenarios;
+pub mod served;
 pub mod source;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use capi_operator_api::{
     AddonProvider, AnyProvider, BootstrapProvider, ControlPlaneProvider, CoreProvider,
-    IPAMProvider, InfrastructureProvider, Provider, ProviderType, RuntimeExtensionProvider,
+    IPAMProvider, InfrastructureProvider, ProviderApi, ProviderType, RuntimeExtensionProvider,
+    v1alpha2,
 };
 use futures::{Stream, StreamExt, future::join_all};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -45,10 +47,13 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use apply::{Applier, ObjKey};
+use served::Served;
 
 /// Field manager of everything the operator applies.
 pub const FIELD_MANAGER: &str = "capi-provider-operator";
-pub use capi_operator_api::{OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL};
+pub use capi_operator_api::{
+    OWNER_API_LABEL, OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL,
+};
 
 /// Kinds watched for drift repair and pruning (`group`, `version`, `kind`). Objects of other
 /// kinds in a release are applied but neither pruned nor repaired.
@@ -105,6 +110,8 @@ pub struct Options {
     pub health: Arc<crate::server::Health>,
     /// Keep clusterctl's inventory for the providers the operator installs.
     pub clusterctl_inventory: bool,
+    /// The provider APIs served: this operator's, cluster-api-operator's v1alpha2, or both.
+    pub apis: Vec<ProviderApi>,
 }
 
 impl Default for Options {
@@ -120,6 +127,7 @@ impl Default for Options {
             metrics: Arc::default(),
             health: Arc::default(),
             clusterctl_inventory: true,
+            apis: ProviderApi::ALL.to_vec(),
         }
     }
 }
@@ -138,7 +146,7 @@ pub struct OwnedKind {
 
 /// The caches controllers read.
 pub struct World {
-    providers: BTreeMap<ProviderType, Lister>,
+    providers: BTreeMap<ProviderType, Vec<Lister>>,
     /// Watched kinds of installed objects.
     pub owned: Vec<OwnedKind>,
     /// The Deployments the operator installed (for readiness).
@@ -155,15 +163,21 @@ fn owner_of(labels: &BTreeMap<String, String>) -> Option<(ProviderType, String, 
 
 /// Whether an object's labels name `p` as its installer.
 pub fn owned_by(labels: &BTreeMap<String, String>, p: &AnyProvider) -> bool {
-    owner_of(labels).is_some_and(|(t, ns, name)| {
-        t == p.provider_type && ns == p.namespace() && name == p.name()
-    })
+    labels.get(OWNER_API_LABEL).map(String::as_str) == p.api.owner_label()
+        && owner_of(labels).is_some_and(|(t, ns, name)| {
+            t == p.provider_type && ns == p.namespace() && name == p.name()
+        })
 }
 
 impl World {
     /// Every provider of type `t` the caches hold.
     pub fn providers(&self, t: ProviderType) -> Vec<AnyProvider> {
-        self.providers.get(&t).map(|l| l()).unwrap_or_default()
+        self.providers
+            .get(&t)
+            .into_iter()
+            .flatten()
+            .flat_map(|l| l())
+            .collect()
     }
 
     /// Every provider of every type.
@@ -222,15 +236,16 @@ impl World {
     }
 }
 
-/// Routes watch events to the controller of the provider they concern.
+/// Routes watch events to the controllers of the provider they concern: those of its type in
+/// every served API (the one without such an object drops the request).
 #[derive(Clone)]
 struct Triggers {
-    senders: BTreeMap<ProviderType, mpsc::UnboundedSender<(String, String)>>,
+    senders: BTreeMap<ProviderType, Vec<mpsc::UnboundedSender<(String, String)>>>,
 }
 
 impl Triggers {
     fn send(&self, t: ProviderType, namespace: &str, name: &str) {
-        if let Some(s) = self.senders.get(&t) {
+        for s in self.senders.get(&t).into_iter().flatten() {
             // A closed channel means the controller is shutting down; nothing to route to.
             let _ = s.send((namespace.to_string(), name.to_string()));
         }
@@ -260,11 +275,7 @@ pub struct Ctx {
 /// The owner reference the operator's own objects (release caches) carry.
 pub fn owner_reference(p: &AnyProvider) -> OwnerReference {
     OwnerReference {
-        api_version: format!(
-            "{}/{}",
-            capi_operator_api::GROUP,
-            capi_operator_api::VERSION
-        ),
+        api_version: p.api.api_version(),
         kind: p.provider_type.kind().to_string(),
         name: p.name().to_string(),
         uid: p.metadata.uid.clone().unwrap_or_default(),
@@ -273,17 +284,11 @@ pub fn owner_reference(p: &AnyProvider) -> OwnerReference {
     }
 }
 
-fn lister<P: Provider>(store: Store<P>) -> Lister {
-    Arc::new(move || {
-        store
-            .state()
-            .iter()
-            .map(|p| AnyProvider::from(p.as_ref()))
-            .collect()
-    })
+fn lister<P: Served>(store: Store<P>) -> Lister {
+    Arc::new(move || store.state().iter().map(|p| p.view().0).collect())
 }
 
-fn trigger_stream<P: Provider>(
+fn trigger_stream<P: Served>(
     mut rx: mpsc::UnboundedReceiver<(String, String)>,
 ) -> impl Stream<Item = ObjectRef<P>> + Send + 'static {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
@@ -359,6 +364,7 @@ fn waits_for_cert_manager(p: &AnyProvider) -> bool {
 /// One provider kind: the cache of its objects, read by every reconcile, and its controller,
 /// started once the shared context exists.
 struct KindController {
+    api: ProviderApi,
     provider_type: ProviderType,
     lister: Lister,
     start: Box<dyn FnOnce(Arc<Ctx>, Start) -> Task + Send>,
@@ -372,11 +378,17 @@ struct Start {
 }
 
 /// The controller of provider kind `P`, driving the generic reconciler.
-fn kind_controller<P: Provider>(client: &Client, namespace: Option<&str>) -> KindController {
-    let controller = Controller::new(
+fn kind_controller<P: Served>(client: &Client, namespace: Option<&str>) -> KindController {
+    let (store, writer) = reflector::store();
+    let objects = watcher(
         providers_api::<P>(client, namespace),
         watcher::Config::default().any_semantic(),
-    );
+    )
+    .default_backoff()
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(what_wakes_a_provider::<P>, Default::default());
+    let controller = Controller::for_stream(objects, store);
     let lister = lister(controller.store());
     let start = move |ctx: Arc<Ctx>, s: Start| -> Task {
         Box::pin(async move {
@@ -394,10 +406,30 @@ fn kind_controller<P: Provider>(client: &Client, namespace: Option<&str>) -> Kin
         })
     };
     KindController {
+        api: P::API,
         provider_type: P::TYPE,
         lister,
         start: Box::new(start),
     }
+}
+
+/// What of a provider object, when it changes, calls for a reconcile: everything but its
+/// status. The status is the reconciler's own output, and each write of it (several while a
+/// provider installs) would otherwise bring another full pass; the cache still sees it.
+fn what_wakes_a_provider<P: Served>(p: &P) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let m = p.meta();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (
+        &m.uid,
+        m.generation,
+        m.deletion_timestamp.as_ref().map(|t| t.0.as_second()),
+        &m.finalizers,
+        &m.labels,
+        &m.annotations,
+    )
+        .hash(&mut h);
+    Some(h.finish())
 }
 
 async fn owned_kinds(client: &Client) -> Vec<(ApiResource, bool)> {
@@ -418,7 +450,7 @@ fn selector() -> watcher::Config {
         .any_semantic()
 }
 
-fn providers_api<P: Provider>(client: &Client, namespace: Option<&str>) -> Api<P> {
+fn providers_api<P: Served>(client: &Client, namespace: Option<&str>) -> Api<P> {
     match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -453,17 +485,47 @@ async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|stop| *stop).await;
 }
 
-/// The seven provider kinds' controllers.
-fn kind_controllers(client: &Client, ns: Option<&str>) -> Vec<KindController> {
-    vec![
-        kind_controller::<CoreProvider>(client, ns),
-        kind_controller::<BootstrapProvider>(client, ns),
-        kind_controller::<ControlPlaneProvider>(client, ns),
-        kind_controller::<InfrastructureProvider>(client, ns),
-        kind_controller::<IPAMProvider>(client, ns),
-        kind_controller::<RuntimeExtensionProvider>(client, ns),
-        kind_controller::<AddonProvider>(client, ns),
-    ]
+/// The seven provider kinds' controllers of `api`.
+fn kind_controllers(client: &Client, ns: Option<&str>, api: ProviderApi) -> Vec<KindController> {
+    match api {
+        ProviderApi::Management => vec![
+            kind_controller::<CoreProvider>(client, ns),
+            kind_controller::<BootstrapProvider>(client, ns),
+            kind_controller::<ControlPlaneProvider>(client, ns),
+            kind_controller::<InfrastructureProvider>(client, ns),
+            kind_controller::<IPAMProvider>(client, ns),
+            kind_controller::<RuntimeExtensionProvider>(client, ns),
+            kind_controller::<AddonProvider>(client, ns),
+        ],
+        ProviderApi::ClusterApiOperator => vec![
+            kind_controller::<v1alpha2::CoreProvider>(client, ns),
+            kind_controller::<v1alpha2::BootstrapProvider>(client, ns),
+            kind_controller::<v1alpha2::ControlPlaneProvider>(client, ns),
+            kind_controller::<v1alpha2::InfrastructureProvider>(client, ns),
+            kind_controller::<v1alpha2::IPAMProvider>(client, ns),
+            kind_controller::<v1alpha2::RuntimeExtensionProvider>(client, ns),
+            kind_controller::<v1alpha2::AddonProvider>(client, ns),
+        ],
+    }
+}
+
+/// The APIs of `wanted` whose CustomResourceDefinitions the cluster serves. An API without
+/// them is not watched (a watch would fail forever); installing them needs a restart, or
+/// `--manage-crds`, which installs them before this runs.
+async fn served_apis(client: &Client, wanted: &[ProviderApi]) -> Vec<ProviderApi> {
+    let mut out = Vec::new();
+    for &api in wanted {
+        let gvk = GroupVersionKind::gvk(api.group(), api.version(), ProviderType::Core.kind());
+        match kube::discovery::pinned_kind(client, &gvk).await {
+            Ok(_) => out.push(api),
+            Err(e) => warn!(
+                api = %api.api_version(),
+                error = %e,
+                "provider API not served by the cluster (its CRDs are not installed); not watched"
+            ),
+        }
+    }
+    out
 }
 
 /// Watches of installed objects: their caches answer drift, pruning and readiness questions,
@@ -501,7 +563,7 @@ async fn watch_installed(
 /// Watches of what providers wait for: cert-manager's CRDs, and any change of the core
 /// provider wakes the others. (The Secrets and ConfigMaps they read are watched per namespace
 /// by [`inputs::InputWatches`].)
-fn watch_inputs(ctx: &Arc<Ctx>, triggers: &Triggers, tasks: &mut Vec<Task>) {
+fn watch_inputs(ctx: &Arc<Ctx>, triggers: &Triggers, tasks: &mut Vec<Task>, apis: &[ProviderApi]) {
     let wc = watcher::Config::default().any_semantic();
     let client = &ctx.client;
     // cert-manager installed after a provider that needs it: its CRDs appearing retry the
@@ -526,12 +588,34 @@ fn watch_inputs(ctx: &Arc<Ctx>, triggers: &Triggers, tasks: &mut Vec<Task>) {
             providers_where(&c, waits_for_cert_manager)
         },
     ));
+    let seen = Arc::new(std::sync::Mutex::new(BTreeMap::new()));
+    for api in apis {
+        match api {
+            ProviderApi::Management => {
+                watch_cores::<CoreProvider>(ctx, triggers, tasks, seen.clone())
+            }
+            ProviderApi::ClusterApiOperator => {
+                watch_cores::<v1alpha2::CoreProvider>(ctx, triggers, tasks, seen.clone())
+            }
+        }
+    }
+}
+
+/// Last seen state of each core provider, by API, namespace and name.
+type CoresSeen = Arc<std::sync::Mutex<BTreeMap<(ProviderApi, String, String), CoreSeen>>>;
+
+/// Any change of a core provider of kind `P` that the others check wakes them.
+fn watch_cores<P: Served>(
+    ctx: &Arc<Ctx>,
+    triggers: &Triggers,
+    tasks: &mut Vec<Task>,
+    seen: CoresSeen,
+) {
     let cores = watcher(
-        providers_api::<CoreProvider>(client, ctx.opts.namespace.as_deref()),
-        wc,
+        providers_api::<P>(&ctx.client, ctx.opts.namespace.as_deref()),
+        watcher::Config::default().any_semantic(),
     );
     let c = ctx.clone();
-    let seen = std::sync::Mutex::new(BTreeMap::new());
     // Each core provider with whether this event removed it.
     let events = cores.default_backoff().filter_map(|ev| async move {
         match ev {
@@ -544,11 +628,16 @@ fn watch_inputs(ctx: &Arc<Ctx>, triggers: &Triggers, tasks: &mut Vec<Task>) {
     tasks.push(route(
         events,
         triggers.clone(),
-        move |(core, removed): &(CoreProvider, bool)| {
+        move |(core, removed): &(P, bool)| {
             // A core provider changes many times while it installs (finalizer, each status
             // write); the others only care when what they check of it changes.
-            let key = (core.namespace().unwrap_or_default(), core.name_any());
-            let now = CoreSeen::of(core);
+            let core = core.view().0;
+            let key = (
+                core.api,
+                core.namespace().to_string(),
+                core.name().to_string(),
+            );
+            let now = CoreSeen::of(&core);
             let changed = seen
                 .lock()
                 .map(|mut s| {
@@ -580,7 +669,7 @@ struct CoreSeen {
 }
 
 impl CoreSeen {
-    fn of(core: &CoreProvider) -> CoreSeen {
+    fn of(core: &AnyProvider) -> CoreSeen {
         let status = core.status.clone().unwrap_or_default();
         CoreSeen {
             generation: core.metadata.generation,
@@ -599,19 +688,28 @@ impl CoreSeen {
 /// Runs the seven controllers until a termination signal (or, with leader election, until the
 /// lease is lost, which is an error: the process exits and a fresh start campaigns again).
 pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
-    let mut senders = BTreeMap::new();
+    let apis = served_apis(&client, &opts.apis).await;
+    let mut senders: BTreeMap<ProviderType, Vec<_>> = BTreeMap::new();
     let mut receivers = BTreeMap::new();
-    for t in ProviderType::ALL {
-        let (tx, rx) = mpsc::unbounded_channel();
-        senders.insert(t, tx);
-        receivers.insert(t, rx);
+    for &api in &apis {
+        for t in ProviderType::ALL {
+            let (tx, rx) = mpsc::unbounded_channel();
+            senders.entry(t).or_default().push(tx);
+            receivers.insert((api, t), rx);
+        }
     }
     let triggers = Triggers { senders };
-    let kinds = kind_controllers(&client, opts.namespace.as_deref());
-    let providers = kinds
+    let kinds: Vec<KindController> = apis
         .iter()
-        .map(|k| (k.provider_type, k.lister.clone()))
+        .flat_map(|&api| kind_controllers(&client, opts.namespace.as_deref(), api))
         .collect();
+    let mut providers: BTreeMap<ProviderType, Vec<Lister>> = BTreeMap::new();
+    for k in &kinds {
+        providers
+            .entry(k.provider_type)
+            .or_default()
+            .push(k.lister.clone());
+    }
     let mut tasks: Vec<Task> = Vec::new();
     // Before the installed kinds are discovered, so the entries are watched like the rest.
     let inventory = opts.clusterctl_inventory && inventory::ensure_crd(&client).await;
@@ -639,7 +737,7 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
         inventory,
         inputs: inputs::InputWatches::new(triggers.clone()),
     });
-    watch_inputs(&ctx, &triggers, &mut tasks);
+    watch_inputs(&ctx, &triggers, &mut tasks, &apis);
     let watchers = tokio::spawn(join_all(tasks));
     wait_for_caches(&ctx).await;
     let Some(lead) = lead(&client, &opts).await else {
@@ -650,7 +748,7 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
     let mut controllers = Vec::new();
     for k in kinds {
         let rx = receivers
-            .remove(&k.provider_type)
+            .remove(&(k.api, k.provider_type))
             .ok_or_else(|| anyhow::anyhow!("no trigger channel"))?;
         let start = Start {
             triggers: rx,

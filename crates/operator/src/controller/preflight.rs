@@ -36,8 +36,13 @@ fn seniority(p: &AnyProvider) -> (Option<i64>, String, String) {
     )
 }
 
-fn same(a: &AnyProvider, b: &AnyProvider) -> bool {
-    a.provider_type == b.provider_type && a.namespace() == b.namespace() && a.name() == b.name()
+/// Whether `a` and `b` are the same provider object. Objects of the two APIs are different
+/// objects even with the same kind, namespace and name: the younger one is then a duplicate.
+pub fn same(a: &AnyProvider, b: &AnyProvider) -> bool {
+    a.api == b.api
+        && a.provider_type == b.provider_type
+        && a.namespace() == b.namespace()
+        && a.name() == b.name()
 }
 
 fn senior_among<'a>(
@@ -186,6 +191,7 @@ mod tests {
 
     fn p(t: ProviderType, ns: &str, name: &str, created: i64) -> AnyProvider {
         AnyProvider {
+            api: Default::default(),
             provider_type: t,
             metadata: ObjectMeta {
                 name: Some(name.into()),

@@ -10,10 +10,12 @@ use std::{sync::Arc, time::Duration};
 
 use capi_components::render::RenderError;
 use capi_operator_api::{
-    AnyProvider, FINALIZER, MANAGED_BY_ANNOTATION, Provider, ProviderStatus, ProviderType,
+    AnyProvider, FINALIZER, MANAGED_BY_ANNOTATION, ProviderApi, ProviderStatus, ProviderType,
     conditions::{
-        DELETING, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, READY, RECONCILING, STALLED,
+        DELETING, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, READY, RECONCILING,
+        SPEC_TRANSLATED, STALLED,
     },
+    v1alpha2::ConversionError,
 };
 use capi_release_sources::SourceError;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -36,6 +38,7 @@ use super::{
     apply::ApplyError,
     conditions::{self, Desired},
     install, kstatus, provider_key,
+    served::{self, Served},
 };
 
 /// The condition and event reasons, kept with the condition types in the API crate.
@@ -157,11 +160,11 @@ impl Outcome {
 const WAIT_FOR_CORE_RECHECK: Duration = Duration::from_secs(5);
 
 /// Reconciles one provider object, recording the reconcile in the metrics.
-pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile<P: Served>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
     // A new provider may read Secrets or ConfigMaps in a namespace not watched yet.
     ctx.inputs.sync(&ctx);
-    let p = AnyProvider::from(obj.as_ref());
+    let (p, translated) = obj.view();
     let kind = p.provider_type.kind();
     // Every log line of this reconcile, its phases' included, names the provider.
     let span = tracing::info_span!(
@@ -171,7 +174,7 @@ pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action
         name = p.name()
     );
     let result = match futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
-        tracing::Instrument::instrument(reconcile_once(obj, p, ctx.clone()), span),
+        tracing::Instrument::instrument(reconcile_once(obj, p, translated, ctx.clone()), span),
     ))
     .await
     {
@@ -192,9 +195,10 @@ pub async fn reconcile<P: Provider>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action
     result
 }
 
-async fn reconcile_once<P: Provider>(
+async fn reconcile_once<P: Served>(
     obj: Arc<P>,
     p: AnyProvider,
+    translated: Result<Vec<String>, ConversionError>,
     ctx: Arc<Ctx>,
 ) -> Result<Action, Error> {
     if p.metadata
@@ -205,6 +209,10 @@ async fn reconcile_once<P: Provider>(
         debug!(provider = %provider_key(&p), "managed by something else; left alone");
         return Ok(Action::await_change());
     }
+    if served::held_by_cluster_api_operator(&p) {
+        debug!(provider = %provider_key(&p), "cluster-api-operator's finalizer is on it; left alone until the handover");
+        return Ok(Action::await_change());
+    }
     let api: Api<P> = Api::namespaced(ctx.client.clone(), p.namespace());
     if p.metadata.deletion_timestamp.is_some() {
         return delete(obj.as_ref(), &p, &api, &ctx).await;
@@ -213,7 +221,7 @@ async fn reconcile_once<P: Provider>(
         add_finalizer(&api, &p).await?;
         return Ok(Action::await_change());
     }
-    install_and_report(obj.as_ref(), &p, &ctx, &api).await
+    install_and_report(obj.as_ref(), &p, translated, &ctx, &api).await
 }
 
 fn has_finalizer(p: &AnyProvider) -> bool {
@@ -224,7 +232,7 @@ fn has_finalizer(p: &AnyProvider) -> bool {
         .any(|f| f == FINALIZER)
 }
 
-async fn add_finalizer<P: Provider>(api: &Api<P>, p: &AnyProvider) -> Result<(), kube::Error> {
+async fn add_finalizer<P: Served>(api: &Api<P>, p: &AnyProvider) -> Result<(), kube::Error> {
     let mut finalizers = p.metadata.finalizers.clone().unwrap_or_default();
     finalizers.push(FINALIZER.to_string());
     write_finalizers(api, p, finalizers).await
@@ -232,7 +240,7 @@ async fn add_finalizer<P: Provider>(api: &Api<P>, p: &AnyProvider) -> Result<(),
 
 /// Writes `finalizers`; the resourceVersion makes it a compare-and-swap, so a concurrent
 /// finalizer change gives a conflict and a retry rather than a lost entry.
-async fn write_finalizers<P: Provider>(
+async fn write_finalizers<P: Served>(
     api: &Api<P>,
     p: &AnyProvider,
     finalizers: Vec<String>,
@@ -247,22 +255,35 @@ async fn write_finalizers<P: Provider>(
 }
 
 /// Runs the install phases, then writes the status once from their outcome.
-async fn install_and_report<P: Provider>(
+async fn install_and_report<P: Served>(
     obj: &P,
     p: &AnyProvider,
+    translated: Result<Vec<String>, ConversionError>,
     ctx: &Ctx,
     api: &Api<P>,
 ) -> Result<Action, Error> {
     let old = p.status.clone().unwrap_or_default();
     let mut status = old.clone();
-    let outcome = install::install(&mut install::State {
-        obj,
-        p,
-        ctx,
-        api,
-        status: &mut status,
-    })
-    .await;
+    let outcome = match translated {
+        Err(e) => problem(SPEC_TRANSLATED, reason::UNSUPPORTED_SETTING, e.to_string()),
+        Ok(ignored) => {
+            if p.api == ProviderApi::ClusterApiOperator {
+                conditions::set(
+                    &mut status.conditions,
+                    &translation(&ignored),
+                    p.metadata.generation,
+                );
+            }
+            install::install(&mut install::State {
+                obj,
+                p,
+                ctx,
+                api,
+                status: &mut status,
+            })
+            .await
+        }
+    };
     if let Outcome::VersionWritten = outcome {
         return Ok(Action::await_change());
     }
@@ -289,6 +310,7 @@ async fn install_and_report<P: Provider>(
             paused: p.spec.paused,
         },
     );
+    let status = served::shown(p.api, &status);
     publish_transitions(obj, ctx, &old, &status).await;
     if status != old {
         write_status(api, p, &status).await?;
@@ -297,6 +319,25 @@ async fn install_and_report<P: Provider>(
         Some(e) => Err(e),
         None => Ok(action),
     }
+}
+
+/// SpecTranslated True for a v1alpha2 object whose spec translated, naming what was left out.
+fn translation(ignored: &[String]) -> Desired {
+    if ignored.is_empty() {
+        return Desired::ok(
+            SPEC_TRANSLATED,
+            reason::TRANSLATED,
+            "every setting has its counterpart in this operator",
+        );
+    }
+    Desired::ok(
+        SPEC_TRANSLATED,
+        reason::SETTINGS_IGNORED,
+        format!(
+            "left out, as cluster-api-operator ignored them too: {}",
+            ignored.join("; ")
+        ),
+    )
 }
 
 /// Sets the kstatus conditions from how the reconcile ended.
@@ -426,8 +467,8 @@ fn jitter_sample() -> f64 {
 }
 
 /// Backoff for transient failures: see [`backoff_delay`].
-pub fn error_policy<P: Provider>(obj: Arc<P>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    let key = provider_key(&AnyProvider::from(obj.as_ref()));
+pub fn error_policy<P: Served>(obj: Arc<P>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    let key = provider_key(&obj.view().0);
     let n = ctx
         .failures
         .lock()
@@ -450,13 +491,13 @@ pub fn merge_params() -> PatchParams {
     }
 }
 
-async fn write_status<P: Provider>(
+async fn write_status<P: Served>(
     api: &Api<P>,
     p: &AnyProvider,
     status: &ProviderStatus,
 ) -> Result<(), kube::Error> {
     let body = json!({
-        "apiVersion": format!("{}/{}", capi_operator_api::GROUP, capi_operator_api::VERSION),
+        "apiVersion": p.api.api_version(),
         "kind": p.provider_type.kind(),
         "status": status,
     });
@@ -470,7 +511,7 @@ async fn write_status<P: Provider>(
 }
 
 /// Publishes an event on the provider object (failures are only logged).
-pub async fn publish<P: Provider>(obj: &P, ctx: &Ctx, ok: bool, reason: &str, note: String) {
+pub async fn publish<P: Served>(obj: &P, ctx: &Ctx, ok: bool, reason: &str, note: String) {
     let ev = Event {
         type_: if ok {
             EventType::Normal
@@ -489,7 +530,7 @@ pub async fn publish<P: Provider>(obj: &P, ctx: &Ctx, ok: bool, reason: &str, no
 
 // One event per condition transition: repeated reconciles of an unchanged state publish nothing,
 // so an idle cluster sees no event writes.
-async fn publish_transitions<P: Provider>(
+async fn publish_transitions<P: Served>(
     obj: &P,
     ctx: &Ctx,
     old: &ProviderStatus,
@@ -515,11 +556,18 @@ async fn publish_transitions<P: Provider>(
     }
 }
 
-/// What keeps a provider from being deleted: for the core provider, any other provider; for
-/// every provider, custom resources of its CRDs (workload clusters using it).
+/// What keeps a provider from being deleted: for the only core provider, any other provider;
+/// for every provider, custom resources of its CRDs (workload clusters using it).
 async fn deletion_blockers(ctx: &Ctx, p: &AnyProvider) -> Result<Vec<String>, kube::Error> {
     let mut out = Vec::new();
-    if p.provider_type == ProviderType::Core {
+    // With another core provider left (this one was a refused duplicate, or is replaced), the
+    // other providers follow that one.
+    let another_core = ctx
+        .world
+        .providers(ProviderType::Core)
+        .iter()
+        .any(|q| !super::preflight::same(q, p) && q.metadata.deletion_timestamp.is_none());
+    if p.provider_type == ProviderType::Core && !another_core {
         for q in ctx.world.all_providers() {
             if q.provider_type != ProviderType::Core {
                 out.push(format!(
@@ -570,7 +618,7 @@ async fn deletion_blockers(ctx: &Ctx, p: &AnyProvider) -> Result<Vec<String>, ku
 
 /// Deletion: wait while something blocks it, remove the installed components, then release
 /// the finalizer.
-async fn delete<P: Provider>(
+async fn delete<P: Served>(
     obj: &P,
     p: &AnyProvider,
     api: &Api<P>,
@@ -615,7 +663,7 @@ async fn delete<P: Provider>(
 }
 
 /// Writes the Deleting condition (and kstatus) when it changed.
-async fn report_deletion<P: Provider>(
+async fn report_deletion<P: Served>(
     obj: &P,
     p: &AnyProvider,
     api: &Api<P>,
@@ -628,6 +676,7 @@ async fn report_deletion<P: Provider>(
     conditions::set(&mut status.conditions, &deleting, generation);
     let ended = kstatus::Ended::Deleting(&deleting.reason, &deleting.message);
     set_kstatus(&mut status, ended, generation);
+    let status = served::shown(p.api, &status);
     publish_transitions(obj, ctx, &old, &status).await;
     if status != old {
         write_status(api, p, &status).await?;
@@ -636,7 +685,7 @@ async fn report_deletion<P: Provider>(
 }
 
 /// Removes the operator's finalizer and only it.
-async fn release_finalizer<P: Provider>(api: &Api<P>, p: &AnyProvider) -> Result<(), kube::Error> {
+async fn release_finalizer<P: Served>(api: &Api<P>, p: &AnyProvider) -> Result<(), kube::Error> {
     let finalizers: Vec<String> = p
         .metadata
         .finalizers

@@ -59,14 +59,14 @@ fn fake_with_release() -> Arc<FakeApi> {
 /// The reconciler's context over the fake, with `others` in the provider caches.
 fn ctx(fake: &Arc<FakeApi>, others: Vec<AnyProvider>) -> Arc<Ctx> {
     let client = fake.client();
-    let mut providers: BTreeMap<ProviderType, Lister> = BTreeMap::new();
+    let mut providers: BTreeMap<ProviderType, Vec<Lister>> = BTreeMap::new();
     for t in ProviderType::ALL {
         let of_type: Vec<AnyProvider> = others
             .iter()
             .filter(|p| p.provider_type == t)
             .cloned()
             .collect();
-        providers.insert(t, Arc::new(move || of_type.clone()));
+        providers.insert(t, vec![Arc::new(move || of_type.clone())]);
     }
     let (deployments, _writer) = reflector::store();
     let reporter = Reporter {

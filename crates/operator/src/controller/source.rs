@@ -299,6 +299,7 @@ mod tests {
 
     fn provider(t: ProviderType, ns: &str, name: &str) -> AnyProvider {
         AnyProvider {
+            api: Default::default(),
             provider_type: t,
             metadata: Meta {
                 name: Some(name.into()),

@@ -128,13 +128,16 @@ pub async fn release_configmap_from_dir(
     .await
 }
 
-/// The provider object `kind` `namespace/name` as JSON.
+/// The provider object `kind` `namespace/name` as JSON. `kind` is a kind of this operator's
+/// API, or `Kind.operator.cluster.x-k8s.io` for cluster-api-operator's v1alpha2.
 pub async fn provider(client: &Client, kind: &str, namespace: &str, name: &str) -> Option<Value> {
+    let (kind, group, version) = match kind.split_once('.') {
+        Some((kind, group)) => (kind, group, "v1alpha2"),
+        None => (kind, "management.cluster.x-k8s.io", "v1alpha1"),
+    };
     let plural = format!("{}s", kind.to_lowercase());
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("management.cluster.x-k8s.io", "v1alpha1", kind),
-        &plural,
-    );
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural);
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
     let o = api.get_opt(name).await.ok()??;
     serde_json::to_value(o).ok()

@@ -115,6 +115,7 @@ mod tests {
 
     fn provider(t: ProviderType, name: &str, paused: bool, contract: Option<&str>) -> AnyProvider {
         AnyProvider {
+            api: Default::default(),
             provider_type: t,
             metadata: ObjectMeta {
                 name: Some(name.into()),

@@ -1,0 +1,425 @@
+//! End-to-end: objects written for kubernetes-sigs/cluster-api-operator
+//! (`operator.cluster.x-k8s.io/v1alpha2`) reconciled by this operator, unchanged: the real
+//! v1.12.0 core and kubeadm bootstrap releases fetched by name from a local GitHub-compatible
+//! server, the kubeadm control plane air-gapped from a ConfigMap in that operator's layout.
+//! Their status speaks that operator's vocabulary; one world spans both APIs (a duplicate in
+//! the other API is refused and never claims the working provider's objects); a spec that
+//! cannot be translated stops with a condition; an object still held by cluster-api-operator
+//! (its finalizer) is left alone until the handover removes that finalizer.
+
+mod support;
+
+use std::time::Duration;
+
+use capi_fake_remotes::FakeServer;
+use capi_test_support::{private_cluster, serial, shared_dir, wait_for};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::{Api, api::ListParams};
+use serde_json::Value;
+use support::*;
+
+const GO: &str = "operator.cluster.x-k8s.io";
+
+const PROVIDERS: &str = r#"
+apiVersion: v1
+kind: Secret
+metadata:
+  name: capi-variables
+  namespace: capi-system
+stringData:
+  EXP_RUNTIME_SDK: "true"
+---
+apiVersion: operator.cluster.x-k8s.io/v1alpha2
+kind: CoreProvider
+metadata:
+  name: cluster-api
+  namespace: capi-system
+spec:
+  version: v1.12.0
+  configSecret:
+    name: capi-variables
+  manager:
+    syncPeriod: "10m"
+    verbosity: 1
+    controller:
+      cacheSyncTimeout: 120000000000
+---
+apiVersion: operator.cluster.x-k8s.io/v1alpha2
+kind: BootstrapProvider
+metadata:
+  name: kubeadm
+  namespace: capi-kubeadm-bootstrap-system
+spec:
+  version: v1.12.0
+  deployment:
+    containers:
+    - name: manager
+      imageUrl: registry.example.internal/capi/kubeadm-bootstrap-controller:v1.12.0-patched
+      args:
+        "--bootstrap-token-ttl": "20m"
+---
+apiVersion: operator.cluster.x-k8s.io/v1alpha2
+kind: ControlPlaneProvider
+metadata:
+  name: kubeadm
+  namespace: capi-kubeadm-control-plane-system
+spec:
+  version: v1.12.0
+  fetchConfig:
+    selector:
+      matchLabels:
+        provider.cluster.x-k8s.io/name: kubeadm
+        provider.cluster.x-k8s.io/type: control-plane
+"#;
+
+/// The same core provider declared in this operator's API: a duplicate.
+const DUPLICATE_CORE: &str = r#"
+apiVersion: management.cluster.x-k8s.io/v1alpha1
+kind: CoreProvider
+metadata:
+  name: cluster-api
+  namespace: capi-system
+spec:
+  version: v1.12.0
+"#;
+
+/// A flag without dashes, which cluster-api-operator would pass as a positional argument.
+const UNTRANSLATABLE: &str = r#"
+apiVersion: operator.cluster.x-k8s.io/v1alpha2
+kind: InfrastructureProvider
+metadata:
+  name: docker
+  namespace: capd-system
+spec:
+  version: v1.12.0
+  manager:
+    additionalArgs:
+      service-cidr: "10.96.0.0/12"
+"#;
+
+/// An object cluster-api-operator still manages (its finalizer is on it).
+const HELD: &str = r#"
+apiVersion: operator.cluster.x-k8s.io/v1alpha2
+kind: IPAMProvider
+metadata:
+  name: in-cluster
+  namespace: capi-ipam-system
+  finalizers:
+  - provider.cluster.x-k8s.io
+spec:
+  version: v1.0.0
+"#;
+
+fn container(d: &Deployment) -> Option<k8s_openapi::api::core::v1::Container> {
+    d.spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .first()
+        .cloned()
+}
+
+fn reason<'a>(p: &'a Value, type_: &str) -> Option<&'a str> {
+    condition(p, type_)?.get("reason")?.as_str()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_api_operator_objects_are_reconciled_unchanged() -> TestResult {
+    let Some(shared) = shared_dir() else {
+        eprintln!(
+            "SKIPPED: ../shared (or CAPI_SHARED_DIR) not found; v1alpha2 objects not reconciled"
+        );
+        return Ok(());
+    };
+    let _serial = serial().lock().await;
+    let cluster = private_cluster()?;
+    cluster.install_crds()?;
+    let cm_crds = shared.join("testdata/cert-manager/crds.yaml");
+    cluster.kubectl_ok(&["apply", "--server-side", "-f", &cm_crds.to_string_lossy()])?;
+    let client = cluster.client().await?;
+    let repo = shared.join("testdata/providers");
+    let github = FakeServer::start(
+        &repo,
+        &[(
+            "kubernetes-sigs/cluster-api",
+            &["cluster-api", "bootstrap-kubeadm", "control-plane-kubeadm"],
+        )],
+    )
+    .await?;
+    for ns in [
+        "capi-system",
+        "capi-kubeadm-bootstrap-system",
+        "capi-kubeadm-control-plane-system",
+        "capd-system",
+        "capi-ipam-system",
+    ] {
+        cluster.ensure_namespace(ns)?;
+    }
+    // The air-gapped layout cluster-api-operator documents: labels for version, name and type.
+    release_configmap_from_dir(
+        &client,
+        "capi-kubeadm-control-plane-system",
+        &repo,
+        "control-plane-kubeadm",
+        "v1.12.0",
+        "control-plane-components.yaml",
+        &[
+            ("provider.cluster.x-k8s.io/name", "kubeadm"),
+            ("provider.cluster.x-k8s.io/type", "control-plane"),
+        ],
+    )
+    .await?;
+
+    let operator = start_operator(cluster, &["--github-api-url", github.url()])?;
+    apply(cluster, PROVIDERS)?;
+    let core_key = (
+        "CoreProvider.operator.cluster.x-k8s.io",
+        "capi-system",
+        "cluster-api",
+    );
+    for key in [
+        core_key,
+        (
+            "BootstrapProvider.operator.cluster.x-k8s.io",
+            "capi-kubeadm-bootstrap-system",
+            "kubeadm",
+        ),
+        (
+            "ControlPlaneProvider.operator.cluster.x-k8s.io",
+            "capi-kubeadm-control-plane-system",
+            "kubeadm",
+        ),
+    ] {
+        let p = wait_installed(&client, key, "v1.12.0", &operator).await?;
+        // The vocabulary of cluster-api-operator's users.
+        assert_eq!(p.pointer("/status/contract"), Some(&Value::from("v1beta2")));
+        assert_eq!(
+            reason(&p, "Ready"),
+            Some("MinimumReplicasAvailable"),
+            "{key:?}"
+        );
+        assert_eq!(reason(&p, "ProviderInstalled"), Some("ProviderInstalled"));
+        assert_eq!(
+            reason(&p, "PreflightCheckPassed"),
+            Some("PreflightChecksPassed")
+        );
+        let finalizers = p.pointer("/metadata/finalizers").cloned();
+        assert!(
+            finalizers
+                .as_ref()
+                .and_then(Value::as_array)
+                .is_some_and(|f| f.contains(&Value::from("management.cluster.x-k8s.io/provider"))),
+            "{key:?}: {finalizers:?}"
+        );
+    }
+    let core = provider(&client, core_key.0, core_key.1, core_key.2)
+        .await
+        .ok_or("core gone")?;
+    assert_eq!(reason(&core, "SpecTranslated"), Some("SettingsIgnored"));
+    let note = condition_message(&core, "SpecTranslated");
+    assert!(note.contains("cacheSyncTimeout"), "{note}");
+
+    // The translated settings reached the managers.
+    let deployments = |ns: &str| Api::<Deployment>::namespaced(client.clone(), ns);
+    let core_deployment = deployments("capi-system")
+        .get("capi-controller-manager")
+        .await?;
+    let args = container(&core_deployment)
+        .and_then(|c| c.args)
+        .unwrap_or_default();
+    assert!(args.iter().any(|a| a == "--sync-period=600s"), "{args:?}");
+    assert!(
+        args.iter().any(|a| a.contains("RuntimeSDK=true")),
+        "{args:?}"
+    );
+    let labels = core_deployment.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("management.cluster.x-k8s.io/owner-api")
+            .map(String::as_str),
+        Some(GO)
+    );
+    let bootstrap = deployments("capi-kubeadm-bootstrap-system")
+        .get("capi-kubeadm-bootstrap-controller-manager")
+        .await?;
+    let c = container(&bootstrap).ok_or("no container")?;
+    assert_eq!(
+        c.image.as_deref(),
+        Some("registry.example.internal/capi/kubeadm-bootstrap-controller:v1.12.0-patched")
+    );
+    let args = c.args.unwrap_or_default();
+    assert!(
+        args.iter().any(|a| a == "--bootstrap-token-ttl=20m"),
+        "{args:?}"
+    );
+
+    // One world: the same core provider in the other API is refused, and deleting it removes
+    // nothing of the working one.
+    let generation = core_deployment.metadata.generation;
+    apply(cluster, DUPLICATE_CORE)?;
+    wait_condition(
+        &client,
+        ("CoreProvider", "capi-system", "cluster-api"),
+        "PreflightCheckPassed",
+        "False",
+        Some("MoreThanOneCoreProvider"),
+        Duration::from_secs(60),
+    )
+    .await
+    .map_err(|e| format!("{e}\noperator log:\n{}", operator.logs()))?;
+    cluster.kubectl_ok(&[
+        "delete",
+        "coreproviders.management.cluster.x-k8s.io",
+        "cluster-api",
+        "-n",
+        "capi-system",
+        "--timeout=60s",
+    ])?;
+    let core = provider(&client, core_key.0, core_key.1, core_key.2)
+        .await
+        .ok_or("core gone")?;
+    assert_eq!(
+        condition(&core, "Ready").and_then(|c| c.get("status")),
+        Some(&Value::from("True"))
+    );
+    let after = deployments("capi-system")
+        .get("capi-controller-manager")
+        .await?;
+    assert_eq!(
+        after.metadata.generation, generation,
+        "the core manager moved"
+    );
+
+    // A spec that cannot be translated stops with a condition and installs nothing.
+    apply(cluster, UNTRANSLATABLE)?;
+    let p = wait_condition(
+        &client,
+        (
+            "InfrastructureProvider.operator.cluster.x-k8s.io",
+            "capd-system",
+            "docker",
+        ),
+        "SpecTranslated",
+        "False",
+        Some("UnsupportedSetting"),
+        Duration::from_secs(60),
+    )
+    .await?;
+    let message = condition_message(&p, "SpecTranslated");
+    assert!(message.contains("service-cidr"), "{message}");
+    assert!(p.pointer("/status/installedVersion").is_none());
+    let installed = deployments("capd-system")
+        .list(&ListParams::default())
+        .await?;
+    assert!(installed.items.is_empty(), "installed anyway");
+
+    // Held by cluster-api-operator: no write until its finalizer is gone.
+    apply(cluster, HELD)?;
+    let ipam = (
+        "IPAMProvider.operator.cluster.x-k8s.io",
+        "capi-ipam-system",
+        "in-cluster",
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let held = provider(&client, ipam.0, ipam.1, ipam.2)
+        .await
+        .ok_or("ipam gone")?;
+    assert!(held.get("status").is_none(), "status written: {held}");
+    assert_eq!(
+        held.pointer("/metadata/finalizers"),
+        Some(&serde_json::json!(["provider.cluster.x-k8s.io"]))
+    );
+    cluster.kubectl_ok(&[
+        "patch",
+        "ipamproviders.operator.cluster.x-k8s.io",
+        "in-cluster",
+        "-n",
+        "capi-ipam-system",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ])?;
+    let taken = wait_for(Duration::from_secs(60), || {
+        let client = client.clone();
+        async move {
+            let p = provider(&client, ipam.0, ipam.1, ipam.2).await?;
+            p.get("status")?;
+            Some(p)
+        }
+    })
+    .await
+    .ok_or_else(|| {
+        format!(
+            "not taken over after the finalizer left\n{}",
+            operator.logs()
+        )
+    })?;
+    assert!(
+        taken
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| f.contains(&Value::from("management.cluster.x-k8s.io/provider")))
+    );
+
+    // Deleting a v1alpha2 provider removes what it installed.
+    cluster.kubectl_ok(&[
+        "delete",
+        "controlplaneproviders.operator.cluster.x-k8s.io",
+        "kubeadm",
+        "-n",
+        "capi-kubeadm-control-plane-system",
+        "--timeout=120s",
+    ])?;
+    let left = deployments("capi-kubeadm-control-plane-system")
+        .list(&ListParams::default())
+        .await?;
+    assert!(
+        left.items.is_empty(),
+        "{} Deployments left",
+        left.items.len()
+    );
+    Ok(())
+}
+
+/// `run --manage-crds` takes cluster-api-operator's CRDs over: their conversion webhook (a
+/// Service that is gone once that operator is) is removed, so the API server stops calling it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_crds_drop_the_other_operators_conversion_webhook() -> TestResult {
+    let _serial = serial().lock().await;
+    let cluster = private_cluster()?;
+    cluster.install_crds()?;
+    let name = "coreproviders.operator.cluster.x-k8s.io";
+    // As cluster-api-operator's chart installs it: conversion through its webhook Service.
+    let webhook = r#"{"spec":{"conversion":{"strategy":"Webhook","webhook":{"conversionReviewVersions":["v1"],"clientConfig":{"service":{"name":"capi-operator-webhook-service","namespace":"capi-operator-system","path":"/convert","port":443}}}}}}"#;
+    cluster.kubectl_ok(&["patch", "crd", name, "--type=merge", "-p", webhook])?;
+    cluster.kubectl_ok(&[
+        "annotate",
+        "crd",
+        name,
+        "--overwrite",
+        "management.cluster.x-k8s.io/crd-spec-hash-",
+        "management.cluster.x-k8s.io/operator-version-",
+    ])?;
+    let client = cluster.client().await?;
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(client.clone());
+    let mut operator = start_operator(cluster, &["--manage-crds"])?;
+    let taken = wait_for(Duration::from_secs(60), || async {
+        let c = crds.get(name).await.ok()?;
+        let conversion = c.spec.conversion.clone()?;
+        (conversion.strategy == "None" && conversion.webhook.is_none()).then_some(c)
+    })
+    .await;
+    let logs = operator.logs();
+    operator.kill();
+    taken.ok_or_else(|| format!("the conversion webhook is still configured\n{logs}"))?;
+    assert!(
+        logs.contains("conversion webhook of the previous owner removed"),
+        "{logs}"
+    );
+    cluster.install_crds()?;
+    Ok(())
+}
