@@ -423,3 +423,226 @@ async fn managed_crds_drop_the_other_operators_conversion_webhook() -> TestResul
     cluster.install_crds()?;
     Ok(())
 }
+
+/// `migrate --from cluster-api-operator --convert` on an installation laid down as
+/// cluster-api-operator lays it down (its finalizer, status and release ConfigMap, the
+/// components created as clusterctl's library creates them, with the
+/// `--max-concurrent-reconciles` flag it renders for `maxConcurrentReconciles`, and its
+/// Deployment). The handover is refused first, naming the Deployment that would restart (this
+/// operator renders that setting as the managers' `--*-concurrency` flags) and changing
+/// nothing; with `--allow-restart` the v1alpha2 object is replaced by the same provider in this
+/// operator's API, which takes the installed objects over from that operator's own release
+/// ConfigMap (nothing fetched).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_convert_refuses_a_restart_then_replaces_the_objects() -> TestResult {
+    let Some(shared) = shared_dir() else {
+        eprintln!("SKIPPED: ../shared (or CAPI_SHARED_DIR) not found; no release to hand over");
+        return Ok(());
+    };
+    let _serial = serial().lock().await;
+    let cluster = private_cluster()?;
+    cluster.install_crds()?;
+    let cm_crds = shared.join("testdata/cert-manager/crds.yaml");
+    cluster.kubectl_ok(&["apply", "--server-side", "-f", &cm_crds.to_string_lossy()])?;
+    let client = cluster.client().await?;
+    let ns = "capi-convert";
+    cluster.ensure_namespace(ns)?;
+    cluster.ensure_namespace("capi-operator-system")?;
+
+    // cluster-api-operator's Deployment (kwok runs its pod).
+    apply(
+        cluster,
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: capi-operator-controller-manager
+  namespace: capi-operator-system
+spec:
+  replicas: 1
+  selector: {matchLabels: {control-plane: controller-manager}}
+  template:
+    metadata: {labels: {control-plane: controller-manager}}
+    spec:
+      containers:
+      - name: manager
+        image: registry.k8s.io/capi-operator/cluster-api-operator:v0.28.0
+"#,
+    )?;
+    // Its release ConfigMap, named and labelled as it writes them (gzip above 1 MiB).
+    let base = shared.join("testdata/providers/cluster-api/v1.12.0");
+    let metadata = std::fs::read_to_string(base.join("metadata.yaml"))?;
+    let components = std::fs::read_to_string(base.join("core-components.yaml"))?;
+    let labels = capi_operator_api::v1alpha2::release_configmap_labels(
+        capi_operator_api::ProviderType::Core,
+        "cluster-api",
+        "v1.12.0",
+        false,
+    );
+    let labels: Vec<(&str, &str)> = labels
+        .iter()
+        .filter(|(k, _)| k.as_str() != "provider.cluster.x-k8s.io/version")
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    release_configmap(
+        &client,
+        ns,
+        "core-cluster-api-v1.12.0",
+        &labels,
+        "v1.12.0",
+        &metadata,
+        &components,
+    )
+    .await?;
+    // The components as clusterctl's library creates them (no label of this operator).
+    let object = serde_json::json!({
+        "apiVersion": "operator.cluster.x-k8s.io/v1alpha2",
+        "kind": "CoreProvider",
+        "metadata": {"name": "cluster-api", "namespace": ns,
+            "finalizers": ["provider.cluster.x-k8s.io"]},
+        "spec": {"version": "v1.12.0", "manager": {"maxConcurrentReconciles": 5}},
+    });
+    // What cluster-api-operator renders for maxConcurrentReconciles.
+    let view = capi_operator_api::AnyProvider::from_value(serde_json::json!({
+        "apiVersion": "management.cluster.x-k8s.io/v1alpha1",
+        "kind": "CoreProvider",
+        "metadata": {"name": "cluster-api", "namespace": ns},
+        "spec": {"version": "v1.12.0",
+            "manager": {"additionalArgs": {"max-concurrent-reconciles": "5"}}},
+    }))?;
+    let release = capi_components::release::Release {
+        version: "v1.12.0".into(),
+        metadata,
+        components,
+    };
+    let rendered = capi_components::render::render(&view, &release, |_| None)?;
+    let file = tempfile(&capi_yaml::to_multi_doc(&rendered.objects)?)?;
+    cluster.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "cluster-api-operator",
+        "-f",
+        &file,
+    ])?;
+    apply(cluster, &serde_json::to_string(&object)?)?;
+    // Its status, as it writes it.
+    let status = r#"{"status":{"installedVersion":"v1.12.0","contract":"v1beta2","observedGeneration":1,"conditions":[
+      {"type":"Ready","status":"True","reason":"MinimumReplicasAvailable","message":"Deployment has minimum availability.","lastTransitionTime":"2026-11-25T10:00:00Z","observedGeneration":1},
+      {"type":"PreflightCheckPassed","status":"True","reason":"PreflightChecksPassed","message":"All preflight checks passed","lastTransitionTime":"2026-11-25T10:00:00Z","observedGeneration":1},
+      {"type":"ProviderInstalled","status":"True","reason":"ProviderInstalled","message":"Provider installed successfully","lastTransitionTime":"2026-11-25T10:00:00Z","observedGeneration":1}]}}"#;
+    cluster.kubectl_ok(&[
+        "patch",
+        "coreproviders.operator.cluster.x-k8s.io",
+        "cluster-api",
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        status,
+    ])?;
+    cluster.kubectl_ok(&[
+        "rollout",
+        "status",
+        "--timeout=120s",
+        "-n",
+        ns,
+        "deployment/capi-controller-manager",
+    ])?;
+    let deployments = Api::<Deployment>::namespaced(client.clone(), ns);
+    let before = deployments.get("capi-controller-manager").await?;
+
+    let mut operator = start_operator(cluster, &[])?;
+    let migrate = |more: &[&str]| -> Result<(bool, String), Box<dyn std::error::Error>> {
+        let plugin = operator_bin().with_file_name("kubectl-capi_providers");
+        let out = std::process::Command::new(plugin)
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig())
+            .args(["migrate", "--from", "cluster-api-operator", "--convert"])
+            .args(["--skip-operator", "--timeout", "3m"])
+            .args(more)
+            .output()?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok((out.status.success(), text))
+    };
+    let go_replicas = || async {
+        Api::<Deployment>::namespaced(client.clone(), "capi-operator-system")
+            .get("capi-operator-controller-manager")
+            .await
+            .ok()
+            .and_then(|d| d.spec)
+            .and_then(|s| s.replicas)
+    };
+
+    // Refused: nothing changes.
+    let (ok, text) = migrate(&[])?;
+    assert!(!ok, "a restarting handover went ahead:\n{text}");
+    assert!(
+        text.contains("would restart: Deployment capi-convert/capi-controller-manager"),
+        "{text}"
+    );
+    assert!(text.contains("--allow-restart"), "{text}");
+    assert_eq!(go_replicas().await, Some(1), "stopped although refused");
+    assert!(
+        provider(&client, "CoreProvider", ns, "cluster-api")
+            .await
+            .is_none(),
+        "converted although refused"
+    );
+
+    let (ok, text) = migrate(&["--allow-restart"])?;
+    let logs = operator.logs();
+    operator.kill();
+    assert!(ok, "migrate failed:\n{text}\n--- operator log ---\n{logs}");
+    assert!(
+        text.contains("changed: Deployment capi-convert/capi-controller-manager"),
+        "{text}"
+    );
+    assert!(
+        text.contains("from ConfigMaps in capi-convert"),
+        "not read from cluster-api-operator's release ConfigMap: {text}"
+    );
+    let converted = provider(&client, "CoreProvider", ns, "cluster-api")
+        .await
+        .ok_or("no CoreProvider in this operator's API")?;
+    assert_eq!(
+        condition(&converted, "Ready").and_then(|c| c.get("status")),
+        Some(&Value::from("True"))
+    );
+    assert!(
+        provider(
+            &client,
+            "CoreProvider.operator.cluster.x-k8s.io",
+            ns,
+            "cluster-api"
+        )
+        .await
+        .is_none(),
+        "the v1alpha2 object is still there"
+    );
+    // The manager now gets the flags it has.
+    let after = deployments.get("capi-controller-manager").await?;
+    assert_ne!(after.metadata.generation, before.metadata.generation);
+    let args = after
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .and_then(|c| c.args)
+        .unwrap_or_default();
+    assert!(
+        args.iter().any(|a| a == "--cluster-concurrency=5"),
+        "{args:?}"
+    );
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.starts_with("--max-concurrent-reconciles")),
+        "{args:?}"
+    );
+    assert_eq!(go_replicas().await, Some(0));
+    Ok(())
+}
