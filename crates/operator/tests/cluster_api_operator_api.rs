@@ -646,3 +646,436 @@ spec:
     assert_eq!(go_replicas().await, Some(0));
     Ok(())
 }
+
+/// A small release of provider `label` at `version` in clusterctl's local-repository layout
+/// under `dir`: metadata naming the release series with contract v1beta1, and components
+/// holding a namespace, a Secret of `variables` (as real releases carry credentials) and the
+/// controller Deployment `deployment` running `image`.
+fn synthetic_release(
+    dir: &std::path::Path,
+    (label, version, file): (&str, &str, &str),
+    (namespace, deployment, image): (&str, &str, &str),
+    variables: &[&str],
+) -> TestResult {
+    let base = dir.join(label).join(version);
+    std::fs::create_dir_all(&base)?;
+    let mut parts = version.trim_start_matches('v').split('.');
+    let (major, minor) = (
+        parts.next().unwrap_or("0").to_string(),
+        parts.next().unwrap_or("0").to_string(),
+    );
+    std::fs::write(
+        base.join("metadata.yaml"),
+        format!(
+            "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3\nkind: Metadata\nreleaseSeries:\n- major: {major}\n  minor: {minor}\n  contract: v1beta1\n"
+        ),
+    )?;
+    let data: String = variables
+        .iter()
+        .map(|v| format!("  {}: ${{{v}}}\n", v.to_lowercase()))
+        .collect();
+    let components = format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: {namespace}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {deployment}-credentials
+  namespace: {namespace}
+type: Opaque
+stringData:
+  provider: {label}
+{data}---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {deployment}
+  namespace: {namespace}
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      control-plane: {deployment}
+  template:
+    metadata:
+      labels:
+        control-plane: {deployment}
+    spec:
+      containers:
+      - name: manager
+        image: {image}:{version}
+        args:
+        - --leader-elect
+        - --metrics-bind-addr=localhost:8080
+"#
+    );
+    std::fs::write(base.join(file), components)?;
+    Ok(())
+}
+
+/// The objects of cluster-api-operator's published examples, unchanged: the "Installing the
+/// CoreProvider" page, the quick start's "Example API Usage" and the five use cases of
+/// "Examples of API Usage". Placeholders in Secrets (`...`) are replaced with real values, and
+/// the namespaces and Secrets the examples refer to are created, as their text tells the reader.
+mod examples {
+    pub const QUICK_START_CORE: &str = "apiVersion: operator.cluster.x-k8s.io/v1alpha2
+kind: CoreProvider
+metadata:
+  name: cluster-api
+  namespace: capi-system
+";
+    pub const QUICK_START_AWS: &str = "---
+apiVersion: operator.cluster.x-k8s.io/v1alpha2
+kind: InfrastructureProvider
+metadata:
+ name: aws
+ namespace: capa-system
+spec:
+ version: v2.1.4
+ configSecret:
+   name: credentials-secret
+";
+    pub const AWS_FLAGS: &str = r#"apiVersion: operator.cluster.x-k8s.io/v1alpha2
+kind: InfrastructureProvider
+metadata:
+ name: aws
+ namespace: capa-system
+spec:
+ version: v2.1.4
+ configSecret:
+   name: aws-variables
+ manager:
+   # These top level controller manager flags, supported by all the providers.
+   # These flags come with sensible defaults, thus requiring no or minimal
+   # changes for the most common scenarios.
+   metrics:
+    bindAddress: ":8181"
+   syncPeriod: "500s"
+ fetchConfig:
+   url: https://github.com/kubernetes-sigs/cluster-api-provider-aws/releases
+ deployment:
+   containers:
+   - name: manager
+     args:
+      # These are controller flags that are specific to a provider; usage
+      # is reserved for advanced scenarios only.
+      "--awscluster-concurrency": "12"
+      "--awsmachine-concurrency": "11"
+"#;
+    pub const AWS_IMAGE: &str = r#"---
+apiVersion: operator.cluster.x-k8s.io/v1alpha2
+kind: InfrastructureProvider
+metadata:
+ name: aws
+ namespace: capa-system
+spec:
+ version: v2.1.4
+ configSecret:
+   name: aws-variables
+ deployment:
+   containers:
+   - name: manager
+     imageUrl: "gcr.io/myregistry/capa-controller:v2.1.4-foo"
+"#;
+    pub const KUBEADM_RESOURCES: &str = "---
+apiVersion: operator.cluster.x-k8s.io/v1alpha2
+kind: ControlPlaneProvider
+metadata:
+ name: kubeadm
+ namespace: capi-kubeadm-control-plane-system
+spec:
+ version: v1.4.3
+ configSecret: 
+   name: capi-variables
+ deployment:
+   containers:
+   - name: manager
+     resources:
+       limits:
+         cpu: 100m
+         memory: 30Mi
+       requests:
+         cpu: 100m
+         memory: 20Mi
+";
+    pub const MYAZURE: &str = "---
+apiVersion: operator.cluster.x-k8s.io/v1alpha2
+kind: InfrastructureProvider
+metadata:
+ name: myazure
+ namespace: capz-system
+spec:
+ version: v1.9.3
+ configSecret:
+   name: azure-variables
+ fetchConfig:
+   url: https://github.com/myorg/awesome-azure-provider/releases
+
+";
+    pub const VSPHERE: &str = "---
+apiVersion: operator.cluster.x-k8s.io/v1alpha2
+kind: InfrastructureProvider
+metadata:
+ name: vsphere
+ namespace: capv-system
+spec:
+ version: v1.6.1
+ configSecret:
+   name: vsphere-variables
+";
+}
+
+const EXAMPLE_SECRETS: &str = r#"apiVersion: v1
+kind: Secret
+metadata: {name: credentials-secret, namespace: capa-system}
+stringData: {AWS_B64ENCODED_CREDENTIALS: cXVpY2stc3RhcnQ=}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: aws-variables, namespace: capa-system}
+stringData: {AWS_B64ENCODED_CREDENTIALS: ZXhhbXBsZXM=}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: capi-variables, namespace: capi-kubeadm-control-plane-system}
+stringData: {EXP_CLUSTER_RESOURCE_SET: "true"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: azure-variables, namespace: capz-system}
+stringData: {AZURE_CLIENT_SECRET: not-a-secret}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: vsphere-variables, namespace: capv-system}
+stringData: {VSPHERE_PASSWORD: not-a-password}
+"#;
+
+/// cluster-api-operator's published examples, applied unchanged, reach Ready with what they
+/// ask for in the Deployments (releases from a local GitHub-compatible server).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_api_operator_documented_examples_reach_ready() -> TestResult {
+    let _serial = serial().lock().await;
+    let cluster = private_cluster()?;
+    cluster.install_crds()?;
+    let client = cluster.client().await?;
+    let dir = std::env::temp_dir().join(format!("capi-go-examples-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let core = "core-components.yaml";
+    let infra = "infrastructure-components.yaml";
+    synthetic_release(
+        &dir,
+        ("cluster-api", "v1.4.3", core),
+        (
+            "capi-system",
+            "capi-controller-manager",
+            "registry.k8s.io/cluster-api/cluster-api-controller",
+        ),
+        &[],
+    )?;
+    synthetic_release(
+        &dir,
+        (
+            "control-plane-kubeadm",
+            "v1.4.3",
+            "control-plane-components.yaml",
+        ),
+        (
+            "capi-kubeadm-control-plane-system",
+            "capi-kubeadm-control-plane-controller-manager",
+            "registry.k8s.io/cluster-api/kubeadm-control-plane-controller",
+        ),
+        &[],
+    )?;
+    synthetic_release(
+        &dir,
+        ("infrastructure-aws", "v2.1.4", infra),
+        (
+            "capa-system",
+            "capa-controller-manager",
+            "registry.k8s.io/cluster-api-aws/cluster-api-aws-controller",
+        ),
+        &["AWS_B64ENCODED_CREDENTIALS"],
+    )?;
+    synthetic_release(
+        &dir,
+        ("infrastructure-myazure", "v1.9.3", infra),
+        (
+            "capz-system",
+            "capz-controller-manager",
+            "registry.k8s.io/cluster-api-azure/cluster-api-azure-controller",
+        ),
+        &["AZURE_CLIENT_SECRET"],
+    )?;
+    synthetic_release(
+        &dir,
+        ("infrastructure-vsphere", "v1.6.1", infra),
+        (
+            "capv-system",
+            "capv-controller-manager",
+            "registry.k8s.io/cluster-api-vsphere/cluster-api-vsphere-controller",
+        ),
+        &["VSPHERE_PASSWORD"],
+    )?;
+    let github = FakeServer::start(
+        &dir,
+        &[
+            (
+                "kubernetes-sigs/cluster-api",
+                &["cluster-api", "control-plane-kubeadm"],
+            ),
+            (
+                "kubernetes-sigs/cluster-api-provider-aws",
+                &["infrastructure-aws"],
+            ),
+            ("myorg/awesome-azure-provider", &["infrastructure-myazure"]),
+            (
+                "kubernetes-sigs/cluster-api-provider-vsphere",
+                &["infrastructure-vsphere"],
+            ),
+        ],
+    )
+    .await?;
+    for ns in [
+        "capi-system",
+        "capa-system",
+        "capi-kubeadm-control-plane-system",
+        "capz-system",
+        "capv-system",
+    ] {
+        cluster.ensure_namespace(ns)?;
+    }
+    apply(cluster, EXAMPLE_SECRETS)?;
+    let operator = start_operator(cluster, &["--github-api-url", github.url()])?;
+    let go = |kind: &str| format!("{kind}.operator.cluster.x-k8s.io");
+    let ready = |kind: String, ns: &'static str, name: &'static str, version: &'static str| {
+        let client = client.clone();
+        let operator = &operator;
+        async move { wait_installed(&client, (&kind, ns, name), version, operator).await }
+    };
+    let deployment = |ns: &str, name: &str| {
+        let api = Api::<Deployment>::namespaced(client.clone(), ns);
+        let name = name.to_string();
+        async move { api.get(&name).await }
+    };
+    let secret = |ns: &str, name: &str| {
+        let api = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), ns);
+        let name = name.to_string();
+        async move { api.get(&name).await }
+    };
+    let secret_value = |s: &k8s_openapi::api::core::v1::Secret, key: &str| {
+        s.data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+    };
+
+    // The quick start: the latest core provider, and aws with the credentials Secret.
+    apply(cluster, examples::QUICK_START_CORE)?;
+    apply(cluster, examples::QUICK_START_AWS)?;
+    let p = ready(go("CoreProvider"), "capi-system", "cluster-api", "v1.4.3").await?;
+    assert_eq!(p.pointer("/spec/version"), Some(&Value::from("v1.4.3")));
+    ready(go("InfrastructureProvider"), "capa-system", "aws", "v2.1.4").await?;
+    let credentials = secret("capa-system", "capa-controller-manager-credentials").await?;
+    assert_eq!(
+        secret_value(&credentials, "aws_b64encoded_credentials").as_deref(),
+        Some("cXVpY2stc3RhcnQ=")
+    );
+
+    // 1: controller flags, from the named release URL, with the other Secret.
+    apply(cluster, examples::AWS_FLAGS)?;
+    let flags = wait_for(Duration::from_secs(120), || async {
+        let d = deployment("capa-system", "capa-controller-manager")
+            .await
+            .ok()?;
+        let args = container(&d)?.args?;
+        args.iter()
+            .any(|a| a == "--awscluster-concurrency=12")
+            .then_some(args)
+    })
+    .await
+    .ok_or_else(|| {
+        format!(
+            "the flags did not reach the Deployment\n{}",
+            operator.logs()
+        )
+    })?;
+    for want in [
+        "--awsmachine-concurrency=11",
+        "--sync-period=500s",
+        "--metrics-bind-addr=:8181",
+    ] {
+        assert!(flags.iter().any(|a| a == want), "{want} missing: {flags:?}");
+    }
+    let credentials = secret("capa-system", "capa-controller-manager-credentials").await?;
+    assert_eq!(
+        secret_value(&credentials, "aws_b64encoded_credentials").as_deref(),
+        Some("ZXhhbXBsZXM=")
+    );
+
+    // 2: the image override.
+    apply(cluster, examples::AWS_IMAGE)?;
+    wait_for(Duration::from_secs(120), || async {
+        let d = deployment("capa-system", "capa-controller-manager")
+            .await
+            .ok()?;
+        (container(&d)?.image.as_deref() == Some("gcr.io/myregistry/capa-controller:v2.1.4-foo"))
+            .then_some(())
+    })
+    .await
+    .ok_or_else(|| format!("the image was not overridden\n{}", operator.logs()))?;
+    ready(go("InfrastructureProvider"), "capa-system", "aws", "v2.1.4").await?;
+
+    // 3: resource limits of the control-plane provider's manager.
+    apply(cluster, examples::KUBEADM_RESOURCES)?;
+    ready(
+        go("ControlPlaneProvider"),
+        "capi-kubeadm-control-plane-system",
+        "kubeadm",
+        "v1.4.3",
+    )
+    .await?;
+    let d = deployment(
+        "capi-kubeadm-control-plane-system",
+        "capi-kubeadm-control-plane-controller-manager",
+    )
+    .await?;
+    let resources = container(&d)
+        .and_then(|c| c.resources)
+        .ok_or("no resources")?;
+    let limits = resources.limits.unwrap_or_default();
+    assert_eq!(limits.get("memory").map(|q| q.0.as_str()), Some("30Mi"));
+    assert_eq!(
+        resources
+            .requests
+            .unwrap_or_default()
+            .get("memory")
+            .map(|q| q.0.as_str()),
+        Some("20Mi")
+    );
+
+    // 4: a provider from another repository; 5: a provider by its well-known name.
+    apply(cluster, examples::MYAZURE)?;
+    apply(cluster, examples::VSPHERE)?;
+    ready(
+        go("InfrastructureProvider"),
+        "capz-system",
+        "myazure",
+        "v1.9.3",
+    )
+    .await?;
+    ready(
+        go("InfrastructureProvider"),
+        "capv-system",
+        "vsphere",
+        "v1.6.1",
+    )
+    .await?;
+    assert!(github.count("/repos/myorg/awesome-azure-provider/") > 0);
+    assert!(github.count("/repos/kubernetes-sigs/cluster-api-provider-vsphere/") > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
