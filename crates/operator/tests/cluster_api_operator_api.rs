@@ -121,6 +121,25 @@ fn container(d: &Deployment) -> Option<k8s_openapi::api::core::v1::Container> {
         .cloned()
 }
 
+/// Deletes every provider object of both APIs, the core providers last (the tests of this file
+/// share one cluster, and a cluster has one core provider).
+fn remove_all_providers(cluster: &capi_test_support::TestCluster) -> TestResult {
+    let mut types = capi_operator_api::ProviderType::ALL.to_vec();
+    types.reverse();
+    for t in types {
+        for group in ["operator.cluster.x-k8s.io", "management.cluster.x-k8s.io"] {
+            cluster.kubectl_ok(&[
+                "delete",
+                &format!("{}.{group}", t.plural()),
+                "--all",
+                "-A",
+                "--timeout=120s",
+            ])?;
+        }
+    }
+    Ok(())
+}
+
 fn reason<'a>(p: &'a Value, type_: &str) -> Option<&'a str> {
     condition(p, type_)?.get("reason")?.as_str()
 }
@@ -380,6 +399,7 @@ async fn cluster_api_operator_objects_are_reconciled_unchanged() -> TestResult {
         "{} Deployments left",
         left.items.len()
     );
+    remove_all_providers(cluster)?;
     Ok(())
 }
 
@@ -519,6 +539,7 @@ spec:
     cluster.kubectl_ok(&[
         "apply",
         "--server-side",
+        "--force-conflicts",
         "--field-manager",
         "cluster-api-operator",
         "-f",
@@ -596,7 +617,6 @@ spec:
 
     let (ok, text) = migrate(&["--allow-restart"])?;
     let logs = operator.logs();
-    operator.kill();
     assert!(ok, "migrate failed:\n{text}\n--- operator log ---\n{logs}");
     assert!(
         text.contains("changed: Deployment capi-convert/capi-controller-manager"),
@@ -644,6 +664,8 @@ spec:
         "{args:?}"
     );
     assert_eq!(go_replicas().await, Some(0));
+    remove_all_providers(cluster)?;
+    operator.kill();
     Ok(())
 }
 
@@ -1077,5 +1099,236 @@ async fn cluster_api_operator_documented_examples_reach_ready() -> TestResult {
     assert!(github.count("/repos/myorg/awesome-azure-provider/") > 0);
     assert!(github.count("/repos/kubernetes-sigs/cluster-api-provider-vsphere/") > 0);
     let _ = std::fs::remove_dir_all(&dir);
+    remove_all_providers(cluster)?;
+    Ok(())
+}
+
+/// Every kind through v1alpha2 objects: the core provider from an OCI registry (plain HTTP,
+/// Debian's `docker-registry`) and upgraded there, the six others from GitHub release URLs, an
+/// addon provider with additional manifests; then each is deleted, its components with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_installs_upgrades_and_deletes_through_v1alpha2() -> TestResult {
+    use capi_release_sources::oci::{OciConfig, OciCredentials, OciReference, push_artifact};
+    let _serial = serial().lock().await;
+    let dir = std::env::temp_dir().join(format!("capi-go-kinds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let core_image = "registry.k8s.io/cluster-api/cluster-api-controller";
+    for v in ["v1.4.3", "v1.5.0"] {
+        synthetic_release(
+            &dir,
+            ("cluster-api", v, "core-components.yaml"),
+            ("capi-system", "capi-controller-manager", core_image),
+            &[],
+        )?;
+    }
+    let reg = capi_test_support::registry::PlainRegistry::start().await?;
+    for v in ["v1.4.3", "v1.5.0"] {
+        let reference = OciReference::parse(&format!("http://{}/capi/cluster-api:{v}", reg.host))?;
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir.join("cluster-api").join(v))? {
+            let entry = entry?;
+            files.push((
+                entry.file_name().to_string_lossy().into_owned(),
+                std::fs::read(entry.path())?,
+            ));
+        }
+        push_artifact(
+            &reference,
+            &files,
+            &OciCredentials::anonymous(),
+            &OciConfig::default(),
+        )
+        .await?;
+    }
+    // (kind, type word, namespace, components file)
+    let others = [
+        (
+            "BootstrapProvider",
+            "bootstrap",
+            "sample-bootstrap-system",
+            "bootstrap-components.yaml",
+        ),
+        (
+            "ControlPlaneProvider",
+            "control-plane",
+            "sample-cp-system",
+            "control-plane-components.yaml",
+        ),
+        (
+            "InfrastructureProvider",
+            "infrastructure",
+            "sample-infra-system",
+            "infrastructure-components.yaml",
+        ),
+        (
+            "IPAMProvider",
+            "ipam",
+            "sample-ipam-system",
+            "ipam-components.yaml",
+        ),
+        (
+            "RuntimeExtensionProvider",
+            "runtime-extension",
+            "sample-rx-system",
+            "runtime-extension-components.yaml",
+        ),
+        (
+            "AddonProvider",
+            "addon",
+            "sample-addon-system",
+            "addon-components.yaml",
+        ),
+    ];
+    let mut repos = Vec::new();
+    for (_, word, ns, file) in others {
+        let label = format!("{word}-sample");
+        synthetic_release(
+            &dir,
+            (&label, "v0.3.0", file),
+            (
+                ns,
+                &format!("{word}-controller-manager"),
+                &format!("example.com/{word}-controller"),
+            ),
+            &[],
+        )?;
+        repos.push((format!("example/{word}"), [label]));
+    }
+    let repo_refs: Vec<(&str, &[String])> = repos
+        .iter()
+        .map(|(r, l)| (r.as_str(), l.as_slice()))
+        .collect();
+    let repo_strs: Vec<(&str, Vec<&str>)> = repo_refs
+        .iter()
+        .map(|(r, l)| (*r, l.iter().map(String::as_str).collect()))
+        .collect();
+    let mapping: Vec<(&str, &[&str])> = repo_strs.iter().map(|(r, l)| (*r, l.as_slice())).collect();
+    let github = FakeServer::start(&dir, &mapping).await?;
+
+    let cluster = private_cluster()?;
+    cluster.install_crds()?;
+    let client = cluster.client().await?;
+    cluster.ensure_namespace("capi-system")?;
+    for (_, _, ns, _) in others {
+        cluster.ensure_namespace(ns)?;
+    }
+    let operator = start_operator(cluster, &["--github-api-url", github.url()])?;
+    let go = |kind: &str| format!("{kind}.operator.cluster.x-k8s.io");
+    let core = |version: &str| {
+        format!(
+            "apiVersion: operator.cluster.x-k8s.io/v1alpha2\nkind: CoreProvider\nmetadata:\n  name: cluster-api\n  namespace: capi-system\nspec:\n  version: {version}\n  fetchConfig:\n    oci: http://{}/capi/cluster-api\n",
+            reg.host
+        )
+    };
+    apply(cluster, &core("v1.4.3"))?;
+    wait_installed(
+        &client,
+        (&go("CoreProvider"), "capi-system", "cluster-api"),
+        "v1.4.3",
+        &operator,
+    )
+    .await?;
+
+    // The addon provider's additional manifests.
+    apply(
+        cluster,
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: addon-extras
+  namespace: sample-addon-system
+data:
+  manifests: |
+    apiVersion: v1
+    kind: ConfigMap
+    metadata:
+      name: addon-extra-settings
+      namespace: sample-addon-system
+    data:
+      mode: strict
+"#,
+    )?;
+    let mut objects = Vec::new();
+    for (kind, word, ns, _) in others {
+        let extra = if kind == "AddonProvider" {
+            "  additionalManifests:\n    name: addon-extras\n"
+        } else {
+            ""
+        };
+        objects.push(format!(
+            "apiVersion: operator.cluster.x-k8s.io/v1alpha2\nkind: {kind}\nmetadata:\n  name: sample\n  namespace: {ns}\nspec:\n  version: v0.3.0\n  fetchConfig:\n    url: https://github.com/example/{word}/releases\n{extra}"
+        ));
+    }
+    apply(cluster, &objects.join("---\n"))?;
+    for (kind, _, ns, _) in others {
+        wait_installed(&client, (&go(kind), ns, "sample"), "v0.3.0", &operator).await?;
+    }
+    let extra = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        client.clone(),
+        "sample-addon-system",
+    )
+    .get("addon-extra-settings")
+    .await?;
+    assert_eq!(
+        extra
+            .data
+            .unwrap_or_default()
+            .get("mode")
+            .map(String::as_str),
+        Some("strict")
+    );
+
+    // The core provider's upgrade.
+    apply(cluster, &core("v1.5.0"))?;
+    let core_key = go("CoreProvider");
+    let p = wait_for(Duration::from_secs(120), || async {
+        let p = provider(&client, &core_key, "capi-system", "cluster-api").await?;
+        let upgraded = p.pointer("/status/installedVersion") == Some(&Value::from("v1.5.0"))
+            && condition(&p, "Ready").and_then(|c| c.get("status")) == Some(&Value::from("True"));
+        upgraded.then_some(p)
+    })
+    .await
+    .ok_or_else(|| format!("the core provider was not upgraded\n{}", operator.logs()))?;
+    assert_eq!(
+        condition(&p, "ProviderUpgraded").and_then(|c| c.get("reason")),
+        Some(&Value::from("ProviderUpgraded"))
+    );
+    let d = Api::<Deployment>::namespaced(client.clone(), "capi-system")
+        .get("capi-controller-manager")
+        .await?;
+    assert_eq!(
+        container(&d).and_then(|c| c.image),
+        Some(format!("{core_image}:v1.5.0"))
+    );
+
+    // Deletion, kind by kind, the core provider last.
+    for (kind, word, ns, _) in others {
+        cluster.kubectl_ok(&[
+            "delete",
+            &format!("{}s.operator.cluster.x-k8s.io", kind.to_lowercase()),
+            "sample",
+            "-n",
+            ns,
+            "--timeout=120s",
+        ])?;
+        let left = Api::<Deployment>::namespaced(client.clone(), ns)
+            .get_opt(&format!("{word}-controller-manager"))
+            .await?;
+        assert!(left.is_none(), "{kind}: its Deployment is left");
+    }
+    cluster.kubectl_ok(&[
+        "delete",
+        "coreproviders.operator.cluster.x-k8s.io",
+        "cluster-api",
+        "-n",
+        "capi-system",
+        "--timeout=120s",
+    ])?;
+    let left = Api::<Deployment>::namespaced(client.clone(), "capi-system")
+        .get_opt("capi-controller-manager")
+        .await?;
+    assert!(left.is_none(), "the core provider's Deployment is left");
+    let _ = std::fs::remove_dir_all(&dir);
+    remove_all_providers(cluster)?;
     Ok(())
 }
