@@ -38,6 +38,9 @@ PROVIDERS = [
     ("ControlPlaneProvider", "capi-kubeadm-control-plane-system", "kubeadm", "control-plane-kubeadm", "control-plane-components.yaml"),
 ]
 VERSION = "v1.12.0"
+# Extra `run` flags, to measure a configuration other than the shipped one (e.g.
+# BENCH_OPERATOR_ARGS=--served-groups=management.cluster.x-k8s.io).
+OPERATOR_ARGS = os.environ.get("BENCH_OPERATOR_ARGS", "").split()
 
 
 def provider_yaml(kind, ns, name, selector=True):
@@ -99,7 +102,7 @@ def operator_run(repo, idle):
             c.k("apply", "--server-side", "-f", "-", stdin=configmap(ns, kind, name, label, file, repo))
         log = open(os.path.join(c.dir, "operator.log"), "w")
         env = dict(os.environ, **shipped_env(), KUBECONFIG=c.kubeconfig, RUST_LOG="info,kube_client=debug")
-        op = subprocess.Popen([BIN, "run"], stdout=log, stderr=log, env=env)
+        op = subprocess.Popen([BIN, "run", *OPERATOR_ARGS], stdout=log, stderr=log, env=env)
         time.sleep(3)
         t0 = time.monotonic()
         c.k("apply", "--server-side", "-f", "-", stdin="\n---\n".join(provider_yaml(*p[:3]) for p in PROVIDERS))
