@@ -9,7 +9,13 @@ use capi_operator_api::{
     self as api, ContainerImage, ImageMeta, ProviderType,
     v1alpha2::{self, ConversionError, Provider as _},
 };
-use capi_test_support::cluster;
+use capi_test_support::{
+    cluster,
+    go_examples::{
+        AWS_FLAGS, AWS_IMAGE, CUSTOM_AZURE_URL, KUBEADM_RESOURCES, QUICKSTART_AWS, QUICKSTART_CORE,
+        VSPHERE_DEFAULT,
+    },
+};
 use k8s_openapi::apimachinery::pkg::{apis::meta::v1::Condition, util::intstr::IntOrString};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -68,116 +74,9 @@ fn strings<V: Clone>(pairs: &[(&str, V)]) -> BTreeMap<String, V> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Test data: objects as the other operator's quick start, API usage, air-gapped, patching and
-// additional-manifests pages show them (shortened, in our own layout).
-
-const QUICKSTART_CORE: &str = r#"
-apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: CoreProvider
-metadata:
-  name: cluster-api
-  namespace: capi-system
-"#;
-
-const QUICKSTART_AWS: &str = r#"
-apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: InfrastructureProvider
-metadata:
-  name: aws
-  namespace: capa-system
-spec:
-  version: v2.1.4
-  configSecret:
-    name: credentials-secret
-"#;
-
-const AWS_FLAGS: &str = r#"
-apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: InfrastructureProvider
-metadata:
-  name: aws
-  namespace: capa-system
-spec:
-  version: v2.1.4
-  configSecret:
-    name: aws-variables
-  manager:
-    metrics:
-      bindAddress: ":8181"
-    syncPeriod: "500s"
-  fetchConfig:
-    url: https://github.com/kubernetes-sigs/cluster-api-provider-aws/releases
-  deployment:
-    containers:
-    - name: manager
-      args:
-        "--awscluster-concurrency": "12"
-        "--awsmachine-concurrency": "11"
-"#;
-
-const AWS_IMAGE: &str = r#"
-apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: InfrastructureProvider
-metadata:
-  name: aws
-  namespace: capa-system
-spec:
-  version: v2.1.4
-  configSecret:
-    name: aws-variables
-  deployment:
-    containers:
-    - name: manager
-      imageUrl: "gcr.io/myregistry/capa-controller:v2.1.4-foo"
-"#;
-
-const KUBEADM_RESOURCES: &str = r#"
-apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: ControlPlaneProvider
-metadata:
-  name: kubeadm
-  namespace: capi-kubeadm-control-plane-system
-spec:
-  version: v1.4.3
-  configSecret:
-    name: capi-variables
-  deployment:
-    containers:
-    - name: manager
-      resources:
-        limits:
-          cpu: 100m
-          memory: 30Mi
-        requests:
-          cpu: 100m
-          memory: 20Mi
-"#;
-
-const CUSTOM_AZURE_URL: &str = r#"
-apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: InfrastructureProvider
-metadata:
-  name: myazure
-  namespace: capz-system
-spec:
-  version: v1.9.3
-  configSecret:
-    name: azure-variables
-  fetchConfig:
-    url: https://github.com/myorg/awesome-azure-provider/releases
-"#;
-
-const VSPHERE_DEFAULT: &str = r#"
-apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: InfrastructureProvider
-metadata:
-  name: vsphere
-  namespace: capv-system
-spec:
-  version: v1.6.1
-  configSecret:
-    name: vsphere-variables
-"#;
+// Test data: the other operator's published examples (`capi_test_support::go_examples`, as
+// published), and objects as its air-gapped, patching and additional-manifests pages show them
+// (shortened, in our own layout).
 
 const AZURE_CONFIGMAPS: &str = r#"
 apiVersion: operator.cluster.x-k8s.io/v1alpha2

@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use capi_fake_remotes::FakeServer;
-use capi_test_support::{private_cluster, serial, shared_dir, wait_for};
+use capi_test_support::{go_examples, private_cluster, serial, shared_dir, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, api::ListParams};
 use serde_json::Value;
@@ -153,11 +153,7 @@ async fn cluster_api_operator_objects_are_reconciled_unchanged() -> TestResult {
         return Ok(());
     };
     let _serial = serial().lock().await;
-    let cluster = private_cluster()?;
-    cluster.install_crds()?;
-    let cm_crds = shared.join("testdata/cert-manager/crds.yaml");
-    cluster.kubectl_ok(&["apply", "--server-side", "-f", &cm_crds.to_string_lossy()])?;
-    let client = cluster.client().await?;
+    let (cluster, client) = cluster_with_crds(&shared).await?;
     let repo = shared.join("testdata/providers");
     let github = FakeServer::start(
         &repo,
@@ -460,11 +456,7 @@ async fn migrate_convert_refuses_a_restart_then_replaces_the_objects() -> TestRe
         return Ok(());
     };
     let _serial = serial().lock().await;
-    let cluster = private_cluster()?;
-    cluster.install_crds()?;
-    let cm_crds = shared.join("testdata/cert-manager/crds.yaml");
-    cluster.kubectl_ok(&["apply", "--server-side", "-f", &cm_crds.to_string_lossy()])?;
-    let client = cluster.client().await?;
+    let (cluster, client) = cluster_with_crds(&shared).await?;
     let ns = "capi-convert";
     cluster.ensure_namespace(ns)?;
     cluster.ensure_namespace("capi-operator-system")?;
@@ -574,21 +566,11 @@ spec:
     let before = deployments.get("capi-controller-manager").await?;
 
     let mut operator = start_operator(cluster, &[])?;
-    let migrate = |more: &[&str]| -> Result<(bool, String), Box<dyn std::error::Error>> {
-        let plugin = operator_bin().with_file_name("kubectl-capi_providers");
-        let out = std::process::Command::new(plugin)
-            .arg("--kubeconfig")
-            .arg(cluster.kubeconfig())
-            .args(["migrate", "--from", "cluster-api-operator", "--convert"])
-            .args(["--skip-operator", "--timeout", "3m"])
-            .args(more)
-            .output()?;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok((out.status.success(), text))
+    let migrate = |more: &[&str]| {
+        let mut args = vec!["migrate", "--from", "cluster-api-operator", "--convert"];
+        args.extend_from_slice(&["--skip-operator", "--timeout", "3m"]);
+        args.extend_from_slice(more);
+        plugin(cluster, &args)
     };
     let go_replicas = || async {
         Api::<Deployment>::namespaced(client.clone(), "capi-operator-system")
@@ -738,118 +720,8 @@ spec:
     Ok(())
 }
 
-/// The objects of cluster-api-operator's published examples, unchanged: the "Installing the
-/// CoreProvider" page, the quick start's "Example API Usage" and the five use cases of
-/// "Examples of API Usage". Placeholders in Secrets (`...`) are replaced with real values, and
-/// the namespaces and Secrets the examples refer to are created, as their text tells the reader.
-mod examples {
-    pub const QUICK_START_CORE: &str = "apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: CoreProvider
-metadata:
-  name: cluster-api
-  namespace: capi-system
-";
-    pub const QUICK_START_AWS: &str = "---
-apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: InfrastructureProvider
-metadata:
- name: aws
- namespace: capa-system
-spec:
- version: v2.1.4
- configSecret:
-   name: credentials-secret
-";
-    pub const AWS_FLAGS: &str = r#"apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: InfrastructureProvider
-metadata:
- name: aws
- namespace: capa-system
-spec:
- version: v2.1.4
- configSecret:
-   name: aws-variables
- manager:
-   # These top level controller manager flags, supported by all the providers.
-   # These flags come with sensible defaults, thus requiring no or minimal
-   # changes for the most common scenarios.
-   metrics:
-    bindAddress: ":8181"
-   syncPeriod: "500s"
- fetchConfig:
-   url: https://github.com/kubernetes-sigs/cluster-api-provider-aws/releases
- deployment:
-   containers:
-   - name: manager
-     args:
-      # These are controller flags that are specific to a provider; usage
-      # is reserved for advanced scenarios only.
-      "--awscluster-concurrency": "12"
-      "--awsmachine-concurrency": "11"
-"#;
-    pub const AWS_IMAGE: &str = r#"---
-apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: InfrastructureProvider
-metadata:
- name: aws
- namespace: capa-system
-spec:
- version: v2.1.4
- configSecret:
-   name: aws-variables
- deployment:
-   containers:
-   - name: manager
-     imageUrl: "gcr.io/myregistry/capa-controller:v2.1.4-foo"
-"#;
-    pub const KUBEADM_RESOURCES: &str = "---
-apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: ControlPlaneProvider
-metadata:
- name: kubeadm
- namespace: capi-kubeadm-control-plane-system
-spec:
- version: v1.4.3
- configSecret: 
-   name: capi-variables
- deployment:
-   containers:
-   - name: manager
-     resources:
-       limits:
-         cpu: 100m
-         memory: 30Mi
-       requests:
-         cpu: 100m
-         memory: 20Mi
-";
-    pub const MYAZURE: &str = "---
-apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: InfrastructureProvider
-metadata:
- name: myazure
- namespace: capz-system
-spec:
- version: v1.9.3
- configSecret:
-   name: azure-variables
- fetchConfig:
-   url: https://github.com/myorg/awesome-azure-provider/releases
-
-";
-    pub const VSPHERE: &str = "---
-apiVersion: operator.cluster.x-k8s.io/v1alpha2
-kind: InfrastructureProvider
-metadata:
- name: vsphere
- namespace: capv-system
-spec:
- version: v1.6.1
- configSecret:
-   name: vsphere-variables
-";
-}
-
+/// The Secrets cluster-api-operator's published examples name (their published values are
+/// placeholders), with real values.
 const EXAMPLE_SECRETS: &str = r#"apiVersion: v1
 kind: Secret
 metadata: {name: credentials-secret, namespace: capa-system}
@@ -996,10 +868,13 @@ async fn cluster_api_operator_documented_examples_reach_ready() -> TestResult {
     };
 
     // The quick start: the latest core provider, and aws with the credentials Secret.
-    apply(cluster, examples::QUICK_START_CORE)?;
-    apply(cluster, examples::QUICK_START_AWS)?;
+    apply(cluster, go_examples::QUICKSTART_CORE)?;
+    apply(cluster, go_examples::QUICKSTART_AWS)?;
     let p = ready(go("CoreProvider"), "capi-system", "cluster-api", "v1.4.3").await?;
     assert_eq!(p.pointer("/spec/version"), Some(&Value::from("v1.4.3")));
+    // "Installing the CoreProvider" names that version: the same object, nothing to do.
+    apply(cluster, go_examples::INSTALLING_CORE)?;
+    ready(go("CoreProvider"), "capi-system", "cluster-api", "v1.4.3").await?;
     ready(go("InfrastructureProvider"), "capa-system", "aws", "v2.1.4").await?;
     let credentials = secret("capa-system", "capa-controller-manager-credentials").await?;
     assert_eq!(
@@ -1008,7 +883,7 @@ async fn cluster_api_operator_documented_examples_reach_ready() -> TestResult {
     );
 
     // 1: controller flags, from the named release URL, with the other Secret.
-    apply(cluster, examples::AWS_FLAGS)?;
+    apply(cluster, go_examples::AWS_FLAGS)?;
     let flags = wait_for(Duration::from_secs(120), || async {
         let d = deployment("capa-system", "capa-controller-manager")
             .await
@@ -1039,7 +914,7 @@ async fn cluster_api_operator_documented_examples_reach_ready() -> TestResult {
     );
 
     // 2: the image override.
-    apply(cluster, examples::AWS_IMAGE)?;
+    apply(cluster, go_examples::AWS_IMAGE)?;
     wait_for(Duration::from_secs(120), || async {
         let d = deployment("capa-system", "capa-controller-manager")
             .await
@@ -1052,7 +927,7 @@ async fn cluster_api_operator_documented_examples_reach_ready() -> TestResult {
     ready(go("InfrastructureProvider"), "capa-system", "aws", "v2.1.4").await?;
 
     // 3: resource limits of the control-plane provider's manager.
-    apply(cluster, examples::KUBEADM_RESOURCES)?;
+    apply(cluster, go_examples::KUBEADM_RESOURCES)?;
     ready(
         go("ControlPlaneProvider"),
         "capi-kubeadm-control-plane-system",
@@ -1080,8 +955,8 @@ async fn cluster_api_operator_documented_examples_reach_ready() -> TestResult {
     );
 
     // 4: a provider from another repository; 5: a provider by its well-known name.
-    apply(cluster, examples::MYAZURE)?;
-    apply(cluster, examples::VSPHERE)?;
+    apply(cluster, go_examples::CUSTOM_AZURE_URL)?;
+    apply(cluster, go_examples::VSPHERE_DEFAULT)?;
     ready(
         go("InfrastructureProvider"),
         "capz-system",

@@ -7,7 +7,7 @@ mod support;
 
 use capi_fake_remotes::FakeServer;
 use capi_operator_api::{ProviderType, v1alpha2};
-use capi_test_support::{private_cluster, serial, shared_dir};
+use capi_test_support::{serial, shared_dir};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use support::*;
@@ -66,11 +66,7 @@ async fn releases_downloaded_by_cluster_api_operator_are_not_fetched_again() -> 
         return Ok(());
     };
     let _serial = serial().lock().await;
-    let cluster = private_cluster()?;
-    cluster.install_crds()?;
-    let cm_crds = shared.join("testdata/cert-manager/crds.yaml");
-    cluster.kubectl_ok(&["apply", "--server-side", "-f", &cm_crds.to_string_lossy()])?;
-    let client = cluster.client().await?;
+    let (cluster, client) = cluster_with_crds(&shared).await?;
     let providers = shared.join("testdata/providers");
     let github = FakeServer::start(
         &providers,

@@ -9,7 +9,7 @@
 
 mod support;
 
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
 use capi_test_support::{TestCluster, serial, wait_for};
 use serde_json::Value;
@@ -86,52 +86,13 @@ spec:
     )
 }
 
-fn plugin(cluster: &TestCluster, args: &[&str]) -> Result<String, Box<dyn std::error::Error>> {
-    let bin = operator_bin().with_file_name("kubectl-capi_providers");
-    let out = Command::new(bin)
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig())
-        .args(args)
-        .output()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if !out.status.success() {
+/// The plugin's output, or an error with it when it fails.
+fn plugin_ok(cluster: &TestCluster, args: &[&str]) -> Result<String, Box<dyn std::error::Error>> {
+    let (ok, text) = plugin(cluster, args)?;
+    if !ok {
         return Err(format!("kubectl capi-providers {args:?} failed:\n{text}").into());
     }
     Ok(text)
-}
-
-fn json_of(cluster: &TestCluster, args: &[&str]) -> Result<Value, Box<dyn std::error::Error>> {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend_from_slice(&["-o", "json"]);
-    Ok(serde_json::from_str(&cluster.kubectl_ok(&all)?)?)
-}
-
-/// (generation, ReplicaSet names) of a Deployment: a rollout changes both.
-fn rollout_state(
-    cluster: &TestCluster,
-    ns: &str,
-    deployment: &str,
-) -> Result<(i64, Vec<String>), Box<dyn std::error::Error>> {
-    let d = json_of(cluster, &["deployment", "-n", ns, deployment])?;
-    let rs = json_of(cluster, &["replicasets", "-n", ns])?;
-    let mut names: Vec<String> = rs["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r.pointer("/metadata/name").and_then(Value::as_str))
-        .filter(|n| n.starts_with(deployment))
-        .map(str::to_string)
-        .collect();
-    names.sort();
-    Ok((
-        d["metadata"]["generation"].as_i64().unwrap_or_default(),
-        names,
-    ))
 }
 
 fn go_key(kind: &str) -> String {
@@ -230,7 +191,7 @@ async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> Te
             1,
             "{ns}: no ready manager"
         );
-        before.push(rollout_state(cluster, ns, deployment)?);
+        before.push(cluster.rollout_state(ns, deployment)?);
     }
 
     // This operator runs beside it and leaves the objects it holds alone.
@@ -252,7 +213,7 @@ async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> Te
     }
 
     // The plan changes nothing.
-    let plan = plugin(
+    let plan = plugin_ok(
         cluster,
         &["migrate", "--from", "cluster-api-operator", "--dry-run"],
     )?;
@@ -265,7 +226,7 @@ async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> Te
     );
     let go_replicas = |c: &TestCluster| -> Result<i64, Box<dyn std::error::Error>> {
         Ok(
-            json_of(c, &["deployment", "-n", go_ns, go_deployment])?["spec"]["replicas"]
+            c.get_json(&["deployment", "-n", go_ns, go_deployment])?["spec"]["replicas"]
                 .as_i64()
                 .unwrap_or(-1),
         )
@@ -277,7 +238,7 @@ async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> Te
     );
 
     // The handover.
-    let out = plugin(
+    let out = plugin_ok(
         cluster,
         &[
             "migrate",
@@ -293,7 +254,8 @@ async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> Te
     assert!(out.contains("no Deployment was changed"), "{out}");
     assert_eq!(go_replicas(cluster)?, 0);
     let go_pods = wait_for(Duration::from_secs(30), || async {
-        json_of(cluster, &["pods", "-n", go_ns])
+        cluster
+            .get_json(&["pods", "-n", go_ns])
             .ok()?
             .get("items")?
             .as_array()?
@@ -302,7 +264,7 @@ async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> Te
     })
     .await;
     assert!(go_pods.is_some(), "cluster-api-operator's pods still run");
-    let crd = json_of(cluster, &["crd", "coreproviders.operator.cluster.x-k8s.io"])?;
+    let crd = cluster.get_json(&["crd", "coreproviders.operator.cluster.x-k8s.io"])?;
     assert_eq!(
         crd["spec"]["conversion"],
         serde_json::json!({"strategy": "None"})
@@ -315,7 +277,7 @@ async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> Te
         "validatingwebhookconfigurations",
         "mutatingwebhookconfigurations",
     ] {
-        let list = json_of(cluster, &[kind])?;
+        let list = cluster.get_json(&[kind])?;
         let left: Vec<&str> = list["items"]
             .as_array()
             .into_iter()
@@ -348,7 +310,7 @@ async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> Te
             "{kind}"
         );
         assert_eq!(
-            rollout_state(cluster, ns, deployment)?,
+            cluster.rollout_state(ns, deployment)?,
             before[i],
             "{ns}/{deployment} rolled out"
         );
@@ -367,16 +329,14 @@ async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> Te
         r#"{"spec":{"manager":{"verbosity":3}}}"#,
     ])?;
     let rolled = wait_for(T, || async {
-        let d = json_of(
-            cluster,
-            &[
+        let d = cluster
+            .get_json(&[
                 "deployment",
                 "-n",
                 "capi-kubeadm-bootstrap-system",
                 "capi-kubeadm-bootstrap-controller-manager",
-            ],
-        )
-        .ok()?;
+            ])
+            .ok()?;
         let args = d
             .pointer("/spec/template/spec/containers/0/args")?
             .as_array()?

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use capi_test_support::{private_cluster, serial, shared_dir};
+use capi_test_support::{serial, shared_dir};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, api::ListParams};
 use serde_json::Value;
@@ -99,11 +99,7 @@ async fn real_releases_install_from_configmaps() -> TestResult {
         return Ok(());
     };
     let _serial = serial().lock().await;
-    let cluster = private_cluster()?;
-    cluster.install_crds()?;
-    let cm_crds = shared.join("testdata/cert-manager/crds.yaml");
-    cluster.kubectl_ok(&["apply", "--server-side", "-f", &cm_crds.to_string_lossy()])?;
-    let client = cluster.client().await?;
+    let (cluster, client) = cluster_with_crds(&shared).await?;
     let repo = shared.join("testdata/providers");
     for (ns, label, file, name) in [
         (

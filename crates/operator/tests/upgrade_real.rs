@@ -12,7 +12,7 @@ mod support;
 
 use std::time::Duration;
 
-use capi_test_support::{private_cluster, serial, shared_dir, wait_for};
+use capi_test_support::{serial, shared_dir, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, api::ListParams};
 use serde_json::Value;
@@ -91,11 +91,7 @@ async fn real_releases_upgrade_from_v1_11_to_v1_12_keeping_custom_resources() ->
         return Ok(());
     };
     let _serial = serial().lock().await;
-    let cluster = private_cluster()?;
-    cluster.install_crds()?;
-    let cm_crds = shared.join("testdata/cert-manager/crds.yaml");
-    cluster.kubectl_ok(&["apply", "--server-side", "-f", &cm_crds.to_string_lossy()])?;
-    let client = cluster.client().await?;
+    let (cluster, client) = cluster_with_crds(&shared).await?;
     let releases = shared.join("testdata/providers");
     for (_, ns, _, label, file) in PROVIDERS {
         cluster.ensure_namespace(ns)?;

@@ -141,29 +141,6 @@ fn clusterctl_init(cluster: &TestCluster, releases: &std::path::Path, dir: &Temp
     Ok(())
 }
 
-/// (generation, ReplicaSet names) of a Deployment: a rollout changes both.
-fn rollout_state(
-    cluster: &TestCluster,
-    ns: &str,
-    deployment: &str,
-) -> Result<(i64, Vec<String>), Box<dyn std::error::Error>> {
-    let d = get_json(cluster, &["deployment", "-n", ns, deployment])?;
-    let rs = get_json(cluster, &["replicasets", "-n", ns])?;
-    let mut names: Vec<String> = rs["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r.pointer("/metadata/name").and_then(Value::as_str))
-        .filter(|n| n.starts_with(deployment))
-        .map(str::to_string)
-        .collect();
-    names.sort();
-    Ok((
-        d["metadata"]["generation"].as_i64().unwrap_or_default(),
-        names,
-    ))
-}
-
 fn images(cluster: &TestCluster, ns: &str, deployment: &str) -> Vec<String> {
     get_json(cluster, &["deployment", "-n", ns, deployment])
         .ok()
@@ -209,7 +186,7 @@ async fn clusterctl_providers_are_adopted_without_restart_then_upgraded() -> Tes
     step("clusterctl-style install done");
     let mut before = Vec::new();
     for (_, ns, _, _, _, deployment) in PROVIDERS {
-        before.push(rollout_state(cluster, ns, deployment)?);
+        before.push(cluster.rollout_state(ns, deployment)?);
     }
 
     cluster.install_crds()?;
@@ -309,7 +286,7 @@ async fn clusterctl_providers_are_adopted_without_restart_then_upgraded() -> Tes
         let p = provider(cluster, kind, ns, name).ok_or("provider object missing")?;
         assert!(ready_at(&p, "v1.11.0"), "{kind}: {p}");
         assert_eq!(
-            &rollout_state(cluster, ns, deployment)?,
+            &cluster.rollout_state(ns, deployment)?,
             was,
             "{kind}: the Deployment rolled out"
         );

@@ -8,6 +8,7 @@
 //!
 //! Each test gets its own namespace from [`TestCluster::namespace`].
 
+pub mod go_examples;
 pub mod registry;
 
 use std::{
@@ -82,12 +83,16 @@ pub fn indent(text: &str, n: usize) -> String {
     text.lines().map(|l| format!("{pad}{l}\n")).collect()
 }
 
-/// Root of the workspace (two levels above this crate).
+/// Root of the workspace (two levels above the crate under test). Read from the
+/// `CARGO_MANIFEST_DIR` cargo sets when it runs a test, before the one this crate was built
+/// with: build outputs are shared between clones (~/.cache), and cargo may reuse this library
+/// from a build in another clone, whose path it would otherwise carry.
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let root = crate_dir.join("../..");
+    root.canonicalize().unwrap_or(root)
 }
 
 /// The `shared/` directory beside the project (`CAPI_SHARED_DIR` overrides it), if present.
@@ -424,6 +429,38 @@ impl TestCluster {
         } else {
             Err(Error::Kubectl(format!("kubectl {}: {err}", args.join(" "))))
         }
+    }
+
+    /// `kubectl get ARGS -o json`, parsed.
+    pub fn get_json(&self, args: &[&str]) -> Result<serde_json::Value, Error> {
+        let mut all = vec!["get"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-o", "json"]);
+        let text = self.kubectl_ok(&all)?;
+        serde_json::from_str(&text)
+            .map_err(|e| Error::Kubectl(format!("kubectl {}: not JSON: {e}", all.join(" "))))
+    }
+
+    /// (generation, names of its ReplicaSets) of a Deployment: a rollout changes both.
+    pub fn rollout_state(&self, ns: &str, deployment: &str) -> Result<(i64, Vec<String>), Error> {
+        let d = self.get_json(&["deployment", "-n", ns, deployment])?;
+        let rs = self.get_json(&["replicasets", "-n", ns])?;
+        let mut names: Vec<String> = rs["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| {
+                r.pointer("/metadata/name")
+                    .and_then(serde_json::Value::as_str)
+            })
+            .filter(|n| n.starts_with(deployment))
+            .map(str::to_string)
+            .collect();
+        names.sort();
+        Ok((
+            d["metadata"]["generation"].as_i64().unwrap_or_default(),
+            names,
+        ))
     }
 
     /// Installs the operator's CRDs (`manifests/crds`) and waits until they are Established.

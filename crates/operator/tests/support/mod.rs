@@ -47,6 +47,39 @@ pub fn apply(cluster: &TestCluster, yaml: &str) -> Result<String, Box<dyn std::e
     ])?)
 }
 
+/// This test binary's private cluster with the provider CRDs and cert-manager's CRDs (from the
+/// shared test data, as Cluster API releases use its kinds), and a client of it.
+pub async fn cluster_with_crds(
+    shared: &Path,
+) -> Result<(&'static TestCluster, Client), Box<dyn std::error::Error>> {
+    let cluster = capi_test_support::private_cluster()?;
+    cluster.install_crds()?;
+    let cm_crds = shared.join("testdata/cert-manager/crds.yaml");
+    cluster.kubectl_ok(&["apply", "--server-side", "-f", &cm_crds.to_string_lossy()])?;
+    let client = cluster.client().await?;
+    Ok((cluster, client))
+}
+
+/// Runs the kubectl plugin (`kubectl capi-providers`) against `cluster`: whether it succeeded,
+/// and its standard output and error.
+pub fn plugin(
+    cluster: &TestCluster,
+    args: &[&str],
+) -> Result<(bool, String), Box<dyn std::error::Error>> {
+    let bin = operator_bin().with_file_name("kubectl-capi_providers");
+    let out = std::process::Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .args(args)
+        .output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok((out.status.success(), text))
+}
+
 /// Writes `text` into a fresh temporary file and returns its path.
 pub fn tempfile(text: &str) -> Result<String, Box<dyn std::error::Error>> {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

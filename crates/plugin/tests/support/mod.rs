@@ -273,8 +273,5 @@ pub fn ready_at(p: &Value, version: &str) -> bool {
 
 /// A Kubernetes object as JSON, through kubectl.
 pub fn get_json(cluster: &TestCluster, args: &[&str]) -> Result<Value, Box<dyn std::error::Error>> {
-    let mut a = vec!["get"];
-    a.extend_from_slice(args);
-    a.extend_from_slice(&["-o", "json"]);
-    Ok(serde_json::from_str(&cluster.kubectl_ok(&a)?)?)
+    Ok(cluster.get_json(args)?)
 }
