@@ -305,7 +305,7 @@ type Target = (ProviderType, String, String);
 fn route<K, S>(
     stream: S,
     triggers: Triggers,
-    targets: impl Fn(&K) -> Vec<Target> + Send + 'static,
+    mut targets: impl FnMut(&K) -> Vec<Target> + Send + 'static,
 ) -> Task
 where
     K: Send + 'static,
@@ -378,14 +378,34 @@ struct Start {
 }
 
 /// The controller of provider kind `P`, driving the generic reconciler.
-fn kind_controller<P: Served>(client: &Client, namespace: Option<&str>) -> KindController {
+fn kind_controller<P: Served>(
+    client: &Client,
+    namespace: Option<&str>,
+    cores: &CoreEvents,
+) -> KindController {
     let (store, writer) = reflector::store();
+    let cores = (P::TYPE == ProviderType::Core).then(|| cores.clone());
     let objects = watcher(
         providers_api::<P>(client, namespace),
         watcher::Config::default().any_semantic(),
     )
     .default_backoff()
     .reflect(writer)
+    // Core provider changes are passed on from here, after the cache has them: the other
+    // providers they wake then read them from that cache.
+    .inspect(move |ev| {
+        if let Some(tx) = &cores {
+            let change = match ev {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => Some((o, false)),
+                Ok(watcher::Event::Delete(o)) => Some((o, true)),
+                _ => None,
+            };
+            if let Some((o, removed)) = change {
+                // A closed channel means the operator is stopping.
+                let _ = tx.send((o.view().0, removed));
+            }
+        }
+    })
     .applied_objects()
     .predicate_filter(what_wakes_a_provider::<P>, Default::default());
     let controller = Controller::for_stream(objects, store);
@@ -485,26 +505,35 @@ async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|stop| *stop).await;
 }
 
+/// Core provider changes (the provider, and whether it was removed), as the core kinds'
+/// controllers see them.
+type CoreEvents = mpsc::UnboundedSender<(AnyProvider, bool)>;
+
 /// The seven provider kinds' controllers of `api`.
-fn kind_controllers(client: &Client, ns: Option<&str>, api: ProviderApi) -> Vec<KindController> {
+fn kind_controllers(
+    client: &Client,
+    ns: Option<&str>,
+    api: ProviderApi,
+    cores: &CoreEvents,
+) -> Vec<KindController> {
     match api {
         ProviderApi::Management => vec![
-            kind_controller::<CoreProvider>(client, ns),
-            kind_controller::<BootstrapProvider>(client, ns),
-            kind_controller::<ControlPlaneProvider>(client, ns),
-            kind_controller::<InfrastructureProvider>(client, ns),
-            kind_controller::<IPAMProvider>(client, ns),
-            kind_controller::<RuntimeExtensionProvider>(client, ns),
-            kind_controller::<AddonProvider>(client, ns),
+            kind_controller::<CoreProvider>(client, ns, cores),
+            kind_controller::<BootstrapProvider>(client, ns, cores),
+            kind_controller::<ControlPlaneProvider>(client, ns, cores),
+            kind_controller::<InfrastructureProvider>(client, ns, cores),
+            kind_controller::<IPAMProvider>(client, ns, cores),
+            kind_controller::<RuntimeExtensionProvider>(client, ns, cores),
+            kind_controller::<AddonProvider>(client, ns, cores),
         ],
         ProviderApi::ClusterApiOperator => vec![
-            kind_controller::<v1alpha2::CoreProvider>(client, ns),
-            kind_controller::<v1alpha2::BootstrapProvider>(client, ns),
-            kind_controller::<v1alpha2::ControlPlaneProvider>(client, ns),
-            kind_controller::<v1alpha2::InfrastructureProvider>(client, ns),
-            kind_controller::<v1alpha2::IPAMProvider>(client, ns),
-            kind_controller::<v1alpha2::RuntimeExtensionProvider>(client, ns),
-            kind_controller::<v1alpha2::AddonProvider>(client, ns),
+            kind_controller::<v1alpha2::CoreProvider>(client, ns, cores),
+            kind_controller::<v1alpha2::BootstrapProvider>(client, ns, cores),
+            kind_controller::<v1alpha2::ControlPlaneProvider>(client, ns, cores),
+            kind_controller::<v1alpha2::InfrastructureProvider>(client, ns, cores),
+            kind_controller::<v1alpha2::IPAMProvider>(client, ns, cores),
+            kind_controller::<v1alpha2::RuntimeExtensionProvider>(client, ns, cores),
+            kind_controller::<v1alpha2::AddonProvider>(client, ns, cores),
         ],
     }
 }
@@ -563,7 +592,12 @@ async fn watch_installed(
 /// Watches of what providers wait for: cert-manager's CRDs, and any change of the core
 /// provider wakes the others. (The Secrets and ConfigMaps they read are watched per namespace
 /// by [`inputs::InputWatches`].)
-fn watch_inputs(ctx: &Arc<Ctx>, triggers: &Triggers, tasks: &mut Vec<Task>, apis: &[ProviderApi]) {
+fn watch_inputs(
+    ctx: &Arc<Ctx>,
+    triggers: &Triggers,
+    tasks: &mut Vec<Task>,
+    core_events: mpsc::UnboundedReceiver<(AnyProvider, bool)>,
+) {
     let wc = watcher::Config::default().any_semantic();
     let client = &ctx.client;
     // cert-manager installed after a provider that needs it: its CRDs appearing retry the
@@ -588,72 +622,42 @@ fn watch_inputs(ctx: &Arc<Ctx>, triggers: &Triggers, tasks: &mut Vec<Task>, apis
             providers_where(&c, waits_for_cert_manager)
         },
     ));
-    let seen = Arc::new(std::sync::Mutex::new(BTreeMap::new()));
-    for api in apis {
-        match api {
-            ProviderApi::Management => {
-                watch_cores::<CoreProvider>(ctx, triggers, tasks, seen.clone())
-            }
-            ProviderApi::ClusterApiOperator => {
-                watch_cores::<v1alpha2::CoreProvider>(ctx, triggers, tasks, seen.clone())
-            }
-        }
-    }
+    tasks.push(route_core_changes(ctx, triggers, core_events));
 }
 
-/// Last seen state of each core provider, by API, namespace and name.
-type CoresSeen = Arc<std::sync::Mutex<BTreeMap<(ProviderApi, String, String), CoreSeen>>>;
-
-/// Any change of a core provider of kind `P` that the others check wakes them.
-fn watch_cores<P: Served>(
+/// Wakes the other providers when a core provider changes in what they check of it. A core
+/// provider changes many times while it installs (finalizer, each status write); the others
+/// only care when its readiness, pause, contract, version or deletion changes.
+fn route_core_changes(
     ctx: &Arc<Ctx>,
     triggers: &Triggers,
-    tasks: &mut Vec<Task>,
-    seen: CoresSeen,
-) {
-    let cores = watcher(
-        providers_api::<P>(&ctx.client, ctx.opts.namespace.as_deref()),
-        watcher::Config::default().any_semantic(),
-    );
+    mut events: mpsc::UnboundedReceiver<(AnyProvider, bool)>,
+) -> Task {
     let c = ctx.clone();
-    // Each core provider with whether this event removed it.
-    let events = cores.default_backoff().filter_map(|ev| async move {
-        match ev {
-            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => Some(Ok((o, false))),
-            Ok(watcher::Event::Delete(o)) => Some(Ok((o, true))),
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
-            Err(e) => Some(Err(e)),
-        }
-    });
-    tasks.push(route(
-        events,
+    let mut seen: BTreeMap<(ProviderApi, String, String), CoreSeen> = BTreeMap::new();
+    let stream = futures::stream::poll_fn(move |cx| events.poll_recv(cx)).map(Ok);
+    route(
+        stream,
         triggers.clone(),
-        move |(core, removed): &(P, bool)| {
-            // A core provider changes many times while it installs (finalizer, each status
-            // write); the others only care when what they check of it changes.
-            let core = core.view().0;
+        move |(core, removed): &(AnyProvider, bool)| {
             let key = (
                 core.api,
                 core.namespace().to_string(),
                 core.name().to_string(),
             );
-            let now = CoreSeen::of(&core);
-            let changed = seen
-                .lock()
-                .map(|mut s| {
-                    if *removed {
-                        s.remove(&key);
-                        return true;
-                    }
-                    s.insert(key, now.clone()) != Some(now)
-                })
-                .unwrap_or(true);
+            let changed = if *removed {
+                seen.remove(&key);
+                true
+            } else {
+                let now = CoreSeen::of(core);
+                seen.insert(key, now.clone()) != Some(now)
+            };
             if !changed {
                 return Vec::new();
             }
             providers_where(&c, |p| p.provider_type != ProviderType::Core)
         },
-    ));
+    )
 }
 
 /// What the other providers' reconciles read of a core provider (readiness, pause, contract,
@@ -699,10 +703,12 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
         }
     }
     let triggers = Triggers { senders };
+    let (core_tx, core_rx) = mpsc::unbounded_channel();
     let kinds: Vec<KindController> = apis
         .iter()
-        .flat_map(|&api| kind_controllers(&client, opts.namespace.as_deref(), api))
+        .flat_map(|&api| kind_controllers(&client, opts.namespace.as_deref(), api, &core_tx))
         .collect();
+    drop(core_tx);
     let mut providers: BTreeMap<ProviderType, Vec<Lister>> = BTreeMap::new();
     for k in &kinds {
         providers
@@ -737,7 +743,7 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
         inventory,
         inputs: inputs::InputWatches::new(triggers.clone()),
     });
-    watch_inputs(&ctx, &triggers, &mut tasks, &apis);
+    watch_inputs(&ctx, &triggers, &mut tasks, core_rx);
     let watchers = tokio::spawn(join_all(tasks));
     wait_for_caches(&ctx).await;
     let Some(lead) = lead(&client, &opts).await else {
