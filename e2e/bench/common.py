@@ -13,6 +13,15 @@ TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/capi-pr
 BIN = os.path.join(TARGET, "release", "capi-provider-operator")
 
 
+def commit() -> str:
+    """The commit the benchmark measures (with "+changes" when the tree differs from it)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    return head + ("+changes" if dirty else "")
+
+
 def shipped_env() -> dict:
     """The literal environment variables the operator's Deployment sets (manifests/operator), so
     the benchmarks measure the operator as it is shipped (its allocator settings included)."""

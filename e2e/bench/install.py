@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from common import BIN, ROOT, shipped_env, Cluster, run, without_inventory
+from common import BIN, ROOT, commit, shipped_env, Cluster, run, without_inventory
 
 SHARED = os.environ.get("CAPI_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
 
@@ -157,7 +157,7 @@ def main():
     print(f"operator RSS: {rss:.1f} MiB (goal <= 40)")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
-        json.dump({"date": time.strftime("%Y-%m-%d"), "runs": a.runs, "operator_s": o, "kubectl_s": b,
+        json.dump({"date": time.strftime("%Y-%m-%d"), "commit": commit(), "runs": a.runs, "operator_s": o, "kubectl_s": b,
                    "idle_s": a.idle, "idle_writes": writes, "rss_mib": rss}, f, indent=2)
 
 

@@ -167,7 +167,8 @@ def install_section(i: dict) -> list[str]:
             "The real v1.12.0 core, kubeadm bootstrap and kubeadm control-plane releases pre-loaded in "
             "ConfigMaps, from creating the three provider objects to all Ready, against `kubectl apply "
             f"--server-side` of the same rendered objects plus waiting for the Deployments (median of {i['runs']}, "
-            f"each side on a fresh local control plane; measured {i['date']}).", "",
+            f"each side on a fresh local control plane; measured {i['date']}"
+            f"{' at ' + i['commit'] if i.get('commit') else ''}).", "",
             "| measure | value | goal |", "|---|---:|---:|",
             f"| operator, to all Ready | {i['operator_s']:.2f} s | |",
             f"| `kubectl apply --server-side` + wait | {i['kubectl_s']:.2f} s | |",
@@ -214,18 +215,17 @@ CAUSES = [
     "Why, as far as measured (2026-11-25):",
     "",
     "- Many providers: not the core-first order (the ordered floor is within a few percent of the plain "
-    "one: the sample core provider's rollout takes about 0.1 s). It is the number of passes while the "
-    "providers install: about nine per provider at n = 10, because every step of a Deployment's rollout "
-    "and every status the operator writes wakes the provider again, and each pass reads its release and "
-    "renders it before finding nothing to do. With four concurrent passes per kind the late providers "
-    "queue behind them. Next: let a pass skip the render when neither the spec nor its inputs changed "
-    "since the last one, and stop waking a provider on its own status writes.",
-    "- RSS after installing the real providers: memory glibc keeps after it is freed, not live data. "
-    "Measured with one run each on 2026-11-25: 53.9 MiB as shipped, 56.4 MiB with MALLOC_ARENA_MAX=2, "
-    "37.9 MiB with MALLOC_ARENA_MAX=1 and 37.8 MiB with glibc.malloc.trim_threshold=131072 (GLIBC_TUNABLES). "
-    "Renders and release compression run on blocking threads (so a large release cannot stall the event "
-    "loop), and what those threads free stays in their arenas. Next: set one of those two in the "
-    "operator's Deployment and chart, or trim after large renders.",
+    "one) and not the passes a provider's own status writes caused: with those gone (a provider is woken "
+    "only when something other than its status changes) the times stayed where they were (n = 10: 3.18 s "
+    "against 3.25 s before; n = 30: 10.55 s against 10.68 s). What is left is the API work per provider "
+    "that the floor does not do (its finalizer, clusterctl's inventory entry, status writes, events, "
+    "one server-side apply per object instead of one kubectl apply), on a 2-core machine whose apiserver "
+    "is the bottleneck; not yet broken down request by request.",
+    "- RSS after installing the real providers: varies from run to run with when glibc last trimmed. With "
+    "glibc.malloc.trim_threshold=131072, now in the image, the Deployment and the chart: 42.1 MiB at the end "
+    "of the run above (300 s idle), 37.5 to 40.1 MiB in four other runs the same day (20 to 300 s idle, "
+    "this session's code before and after its last change); adding glibc.malloc.arena_max=1 gave 38.5 MiB. "
+    "As shipped before the setting: 49.3 to 53.9 MiB.",
     "",
 ]
 
@@ -244,6 +244,9 @@ def main():
            f"Written by `make bench` (the render benchmark, e2e/bench/install.py and e2e/bench/scale.py, then "
            f"e2e/bench/report.py) on {r['date']}, "
            f"{r['machine']}; each scenario on a fresh local control plane, medians of {r['runs']} runs.", ""]
+    if r.get("commits"):
+        out += ["Code measured, by scenario: " + "; ".join(f"{k} at {v}" for k, v in r["commits"].items())
+                + ".", ""]
     if os.path.exists(a.render):
         out += render_section(open(a.render).read())
     install = json.load(open(a.install)) if os.path.exists(a.install) else None

@@ -41,7 +41,7 @@ import tempfile
 import time
 import urllib.request
 
-from common import BIN, ROOT, shipped_env, TARGET, Cluster, run, without_inventory
+from common import BIN, ROOT, commit, shipped_env, TARGET, Cluster, run, without_inventory
 
 SAMPLES = os.path.join(ROOT, "examples", "sample-providers")
 SIZES = [1, 10, 30]
@@ -394,7 +394,8 @@ def main():
     a = ap.parse_args()
     wanted = a.scenarios.split(",")
     results = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores, {platform.machine()}, "
-               f"{platform.system()} {platform.release()}", "runs": a.runs}
+               f"{platform.system()} {platform.release()}", "runs": a.runs,
+               "commits": {w: commit() for w in wanted}}
     if "many" in wanted:
         rows = []
         for n in SIZES:
