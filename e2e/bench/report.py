@@ -215,12 +215,15 @@ CAUSES = [
     "Why, as far as measured (2026-11-25):",
     "",
     "- Many providers: not the core-first order (the ordered floor is within a few percent of the plain "
-    "one) and not the passes a provider's own status writes caused: with those gone (a provider is woken "
-    "only when something other than its status changes) the times stayed where they were (n = 10: 3.18 s "
-    "against 3.25 s before; n = 30: 10.55 s against 10.68 s). What is left is the API work per provider "
-    "that the floor does not do (its finalizer, clusterctl's inventory entry, status writes, events, "
-    "one server-side apply per object instead of one kubectl apply), on a 2-core machine whose apiserver "
-    "is the bottleneck; not yet broken down request by request.",
+    "one) and not the passes a provider's own status writes caused (with those gone the times stayed where "
+    "they were: n = 10 3.18 s against 3.25 s, n = 30 10.55 s against 10.68 s). It is the operator's own "
+    "writes, on a 2-core machine whose apiserver does all the work. e2e/bench/requests.py counted them for "
+    "n = 10 (3.00 s, 73 reconcile passes): 748 requests, 410 of them writes, where the floor applies each of "
+    "the same 60 objects once. 176 events (about 18 per provider: one per condition transition), 70 status "
+    "patches (7 per provider), every installed object applied twice (the second pass runs before the watch "
+    "cache has the first apply, so the object looks absent), clusterctl's inventory entry twice, plus 109 "
+    "release ConfigMap reads and 54 pod lists for readiness. Next: fewer events while a provider installs, "
+    "an applied object not applied again before its watch event arrives, one status write per state.",
     "- RSS after installing the real providers: varies from run to run with when glibc last trimmed. With "
     "glibc.malloc.trim_threshold=131072, now in the image, the Deployment and the chart: 42.1 MiB at the end "
     "of the run above (300 s idle), 37.5 to 40.1 MiB in four other runs the same day (20 to 300 s idle, "
