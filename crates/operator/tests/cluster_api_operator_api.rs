@@ -983,7 +983,6 @@ async fn cluster_api_operator_documented_examples_reach_ready() -> TestResult {
 /// addon provider with additional manifests; then each is deleted, its components with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_installs_upgrades_and_deletes_through_v1alpha2() -> TestResult {
-    use capi_release_sources::oci::{OciConfig, OciCredentials, OciReference, push_artifact};
     let _serial = serial().lock().await;
     let dir = std::env::temp_dir().join(format!("capi-go-kinds-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -998,22 +997,7 @@ async fn every_kind_installs_upgrades_and_deletes_through_v1alpha2() -> TestResu
     }
     let reg = capi_test_support::registry::PlainRegistry::start().await?;
     for v in ["v1.4.3", "v1.5.0"] {
-        let reference = OciReference::parse(&format!("http://{}/capi/cluster-api:{v}", reg.host))?;
-        let mut files = Vec::new();
-        for entry in std::fs::read_dir(dir.join("cluster-api").join(v))? {
-            let entry = entry?;
-            files.push((
-                entry.file_name().to_string_lossy().into_owned(),
-                std::fs::read(entry.path())?,
-            ));
-        }
-        push_artifact(
-            &reference,
-            &files,
-            &OciCredentials::anonymous(),
-            &OciConfig::default(),
-        )
-        .await?;
+        push_release(&reg, "capi/cluster-api", &dir.join("cluster-api"), v).await?;
     }
     // (kind, type word, namespace, components file)
     let others = [

@@ -4,32 +4,11 @@
 
 mod support;
 
-use std::{path::Path, time::Duration};
+use std::time::Duration;
 
-use capi_release_sources::oci::{OciConfig, OciCredentials, OciReference, push_artifact};
 use capi_test_support::{private_cluster, registry::PlainRegistry, serial};
 use serde_json::Value;
 use support::*;
-
-async fn push(reg: &PlainRegistry, repo: &str, dir: &Path, version: &str) -> TestResult {
-    let reference = OciReference::parse(&format!("http://{}/{repo}:{version}", reg.host))?;
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir.join(version))? {
-        let entry = entry?;
-        files.push((
-            entry.file_name().to_string_lossy().into_owned(),
-            std::fs::read(entry.path())?,
-        ));
-    }
-    push_artifact(
-        &reference,
-        &files,
-        &OciCredentials::anonymous(),
-        &OciConfig::default(),
-    )
-    .await?;
-    Ok(())
-}
 
 /// A CoreProvider fetching from `repo` of the registry, at `version` (or the newest tag).
 fn core(reg: &PlainRegistry, repo: &str, version: Option<&str>) -> String {
@@ -47,7 +26,7 @@ async fn provider_installs_from_an_oci_registry() -> TestResult {
     let _serial = serial().lock().await;
     let reg = PlainRegistry::start().await?;
     for v in ["v0.1.0", "v0.2.0"] {
-        push(&reg, "capi/sample-core", &samples().join("sample-core"), v).await?;
+        push_release(&reg, "capi/sample-core", &samples().join("sample-core"), v).await?;
     }
     let cluster = private_cluster()?;
     cluster.install_crds()?;

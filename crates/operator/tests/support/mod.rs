@@ -60,6 +60,34 @@ pub async fn cluster_with_crds(
     Ok((cluster, client))
 }
 
+/// Pushes the release `DIR/<version>/` (clusterctl's layout) to `repo` of a plain-HTTP registry
+/// as an OCI artifact tagged `version`.
+pub async fn push_release(
+    reg: &capi_test_support::registry::PlainRegistry,
+    repo: &str,
+    dir: &Path,
+    version: &str,
+) -> TestResult {
+    use capi_release_sources::oci::{OciConfig, OciCredentials, OciReference, push_artifact};
+    let reference = OciReference::parse(&format!("http://{}/{repo}:{version}", reg.host))?;
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir.join(version))? {
+        let entry = entry?;
+        files.push((
+            entry.file_name().to_string_lossy().into_owned(),
+            std::fs::read(entry.path())?,
+        ));
+    }
+    push_artifact(
+        &reference,
+        &files,
+        &OciCredentials::anonymous(),
+        &OciConfig::default(),
+    )
+    .await?;
+    Ok(())
+}
+
 /// Runs the kubectl plugin (`kubectl capi-providers`) against `cluster`: whether it succeeded,
 /// and its standard output and error.
 pub fn plugin(
