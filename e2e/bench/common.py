@@ -6,6 +6,8 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(ROOT, "e2e", "scripts")
@@ -61,3 +63,68 @@ class Cluster:
 
     def down(self):
         subprocess.run([os.path.join(SCRIPTS, "cluster-down.sh"), "--dir", self.dir], capture_output=True)
+
+
+class Watch:
+    """Objects of one resource reaching a condition, seen through one `kubectl get --watch` that
+    runs from before the timed step: the moment the last of them gets there is taken when its
+    watch event arrives. Both sides of a comparison are timed this way (the operator's provider
+    objects, the floor's Deployments), so neither pays a process start, and neither pays
+    `kubectl wait`'s fixed ~0.1 s per object already there, which fell on whichever side
+    finished its objects out of the order kubectl checks them in."""
+
+    def __init__(self, c: "Cluster", resource: str, condition: str):
+        column = f".object.status.conditions[?(@.type=='{condition}')].status"
+        self.p = subprocess.Popen(
+            [c.kubectl, "--kubeconfig", c.kubeconfig, "get", resource, "-A", "--watch", "--output-watch-events",
+             "--no-headers", "-o", f"custom-columns=E:.type,NS:.object.metadata.namespace,N:.object.metadata.name,C:{column}"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.state: dict = {}
+        self.done: dict = {}
+        self.lock = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            now = time.monotonic()
+            parts = line.split()
+            if len(parts) < 4:
+                continue
+            event, ns, name, status = parts[:4]
+            with self.lock:
+                if event == "DELETED":
+                    self.state.pop((ns, name), None)
+                else:
+                    self.state[(ns, name)] = status == "True"
+                if all(self.state.values()):
+                    self.done.setdefault(len(self.state), now)
+                self.lock.notify_all()
+
+    def wait(self, count: int, timeout: float = 600) -> float:
+        """The monotonic time at which `count` objects first all had the condition True."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while not any(k >= count for k in self.done):
+                left = deadline - time.monotonic()
+                if left <= 0 or self.p.poll() is not None:
+                    raise RuntimeError(f"{count} objects never all had the condition: {self.state}")
+                self.lock.wait(min(left, 1))
+            return min(t for k, t in self.done.items() if k >= count)
+
+    def stop(self):
+        self.p.kill()
+        self.p.wait()
+
+
+def watches(c: "Cluster", kinds, condition: str) -> list:
+    """One Watch per resource in `kinds` ({resource: how many objects}), with its count."""
+    return [(Watch(c, resource, condition), count) for resource, count in kinds.items()]
+
+
+def all_there(ws: list, timeout: float = 600) -> float:
+    """When the last of the watched objects got there; the watches are stopped."""
+    try:
+        return max(w.wait(count, timeout) for w, count in ws)
+    finally:
+        for w, _ in ws:
+            w.stop()

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The operator's API requests while n providers install (the many-providers scenario of scale.py),
-counted by method and resource from its own HTTP client trace, with the reconcile passes.
+counted by method and resource from its own HTTP client trace (one "requesting" line per request), with the reconcile passes.
 
 Usage: requests.py [N]  (default 10). Breaks the gap to the kubectl floor down request by request.
 """
@@ -19,7 +19,7 @@ def main():
         log = op.log()
         passes = scale.passes(op)
         counts = collections.Counter()
-        for method, path in re.findall(r"http\.method=(\w+) http\.url=\S+?(/apis?/[^ ?}]*)", log):
+        for method, path in re.findall(r"http\.method=(\w+) http\.url=\S+?(/apis?/[^ ?}]*)[^\n]*requesting", log):
             parts = [p for p in path.split("/") if p]
             rest = parts[2:] if parts[0] == "api" else parts[3:]
             if len(rest) > 2 and rest[0] == "namespaces":

@@ -45,7 +45,8 @@ pub mod reason {
     pub const INCORRECT_VERSION: &str = "IncorrectVersionFormat";
     /// The provider is not in the default list and has no fetchConfig.
     pub const UNKNOWN_PROVIDER: &str = "UnknownProvider";
-    /// The core provider is missing or not Ready.
+    /// The core provider is missing or has not installed its release yet (the name is
+    /// cluster-api-operator's).
     pub const WAITING_FOR_CORE: &str = "WaitingForCoreProviderReady";
     /// The release's contract differs from the core provider's.
     pub const CONTRACT_MISMATCH: &str = "ContractMismatch";

@@ -1,6 +1,10 @@
 //! `metav1.Condition` bookkeeping for provider status: transition times move only when a
 //! condition's status changes, so rewriting the same state is a no-op the reconciler can detect.
 
+use capi_operator_api::{
+    conditions::{DELETING, PAUSED, PROVIDER_INSTALLED, PROVIDER_UPGRADED, READY, reason},
+    v1alpha2::conditions::reason as go_reason,
+};
 use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{Condition, Time},
     jiff::Timestamp,
@@ -88,9 +92,187 @@ pub fn set(conditions: &mut Vec<Condition>, want: &Desired, generation: Option<i
     }
 }
 
+/// Reasons of states every install or rollout passes through on its way to Ready: waiting for
+/// the core provider, the preflight placeholder, Deployments still rolling out (ours and
+/// cluster-api-operator's name for it).
+const PROGRESS: &[&str] = &[
+    reason::WAITING_FOR_CORE,
+    reason::PREFLIGHT_CHECK_FAILED,
+    reason::NOT_AVAILABLE,
+    go_reason::MINIMUM_REPLICAS_UNAVAILABLE,
+];
+
+/// Conditions whose turning True is news on its own: the release installed or upgraded, the
+/// provider Ready, paused, or being deleted.
+const MILESTONES: &[&str] = &[
+    PROVIDER_INSTALLED,
+    PROVIDER_UPGRADED,
+    READY,
+    PAUSED,
+    DELETING,
+];
+
+/// Whether a condition's change from `before` to `now` is worth an event. Events are news for
+/// the admin: problems, recoveries from problems and milestones. A state every install passes
+/// through (waiting for the core provider, Deployments rolling out) is not, unless it follows
+/// a True (a Ready provider losing its Deployments is news); nor is a check passing at its
+/// first look (preflight, contract, manager settings), which the conditions show anyway. Each
+/// event is a write to the apiserver, so a quiet install also installs faster.
+pub fn newsworthy(before: Option<&Condition>, now: &Condition) -> bool {
+    if before.is_some_and(|b| b.status == now.status && b.reason == now.reason) {
+        return false;
+    }
+    let progress = |c: &Condition| PROGRESS.contains(&c.reason.as_str());
+    let was_true = before.is_some_and(|b| b.status == "True");
+    if now.status != "True" {
+        return !progress(now) || was_true;
+    }
+    let recovered = before.is_some_and(|b| b.status != "True" && !progress(b));
+    recovered || MILESTONES.contains(&now.type_.as_str())
+}
+
+/// Whether an event about `c` is a Warning: a False condition, except Paused turning False
+/// (unpaused), and Paused held because unpausing is refused.
+pub fn warning(c: &Condition) -> bool {
+    if c.type_ == PAUSED {
+        return c.reason == reason::UNPAUSE_REFUSED;
+    }
+    c.status != "True"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capi_operator_api::conditions::{
+        CONTRACT_VERIFIED, MANAGER_CONFIGURED, PREFLIGHT_CHECK_PASSED,
+    };
+
+    fn cond(type_: &'static str, ok: bool, reason: &str) -> Condition {
+        let mut v = Vec::new();
+        let d = if ok {
+            Desired::ok(type_, reason, "")
+        } else {
+            Desired::failed(type_, reason, "")
+        };
+        set(&mut v, &d, None);
+        v.remove(0)
+    }
+
+    #[test]
+    fn events_are_news_not_progress() {
+        use reason as r;
+        // (before, now, worth an event)
+        let cases = [
+            // A plain install: only the milestones.
+            (
+                None,
+                cond(PREFLIGHT_CHECK_PASSED, false, r::WAITING_FOR_CORE),
+                false,
+            ),
+            (
+                None,
+                cond(PROVIDER_INSTALLED, false, r::PREFLIGHT_CHECK_FAILED),
+                false,
+            ),
+            (
+                Some(cond(PREFLIGHT_CHECK_PASSED, false, r::WAITING_FOR_CORE)),
+                cond(PREFLIGHT_CHECK_PASSED, true, r::PASSED),
+                false,
+            ),
+            (None, cond(PREFLIGHT_CHECK_PASSED, true, r::PASSED), false),
+            (
+                None,
+                cond(MANAGER_CONFIGURED, true, r::MANAGER_SETTINGS_APPLIED),
+                false,
+            ),
+            (None, cond(CONTRACT_VERIFIED, true, r::CONTRACT_OK), false),
+            (
+                Some(cond(PROVIDER_INSTALLED, false, r::PREFLIGHT_CHECK_FAILED)),
+                cond(PROVIDER_INSTALLED, true, r::INSTALLED),
+                true,
+            ),
+            (None, cond(READY, false, r::NOT_AVAILABLE), false),
+            (
+                Some(cond(READY, false, r::NOT_AVAILABLE)),
+                cond(READY, true, r::AVAILABLE),
+                true,
+            ),
+            // Problems and their end.
+            (
+                None,
+                cond(CONTRACT_VERIFIED, false, r::CONTRACT_FINDINGS),
+                true,
+            ),
+            (
+                None,
+                cond(PROVIDER_INSTALLED, false, r::MISSING_VARIABLES),
+                true,
+            ),
+            (
+                Some(cond(PREFLIGHT_CHECK_PASSED, false, r::CONTRACT_MISMATCH)),
+                cond(PREFLIGHT_CHECK_PASSED, true, r::PASSED),
+                true,
+            ),
+            (
+                Some(cond(MANAGER_CONFIGURED, false, r::MANAGER_SETTINGS_IGNORED)),
+                cond(MANAGER_CONFIGURED, true, r::MANAGER_SETTINGS_APPLIED),
+                true,
+            ),
+            (
+                Some(cond(READY, false, r::NOT_AVAILABLE)),
+                cond(READY, false, r::MANAGER_CRASH_LOOPING),
+                true,
+            ),
+            // A Ready provider losing its Deployments.
+            (
+                Some(cond(READY, true, r::AVAILABLE)),
+                cond(READY, false, r::NOT_AVAILABLE),
+                true,
+            ),
+            (
+                Some(cond(READY, true, r::AVAILABLE)),
+                cond(READY, false, go_reason::MINIMUM_REPLICAS_UNAVAILABLE),
+                true,
+            ),
+            // Nothing changed.
+            (
+                Some(cond(READY, true, r::AVAILABLE)),
+                cond(READY, true, r::AVAILABLE),
+                false,
+            ),
+            (
+                Some(cond(PROVIDER_INSTALLED, false, r::MISSING_VARIABLES)),
+                cond(PROVIDER_INSTALLED, false, r::MISSING_VARIABLES),
+                false,
+            ),
+            // Pause and deletion.
+            (None, cond(PAUSED, true, r::PAUSED), true),
+            (
+                Some(cond(PAUSED, true, r::PAUSED)),
+                cond(PAUSED, false, r::NOT_PAUSED),
+                true,
+            ),
+            (None, cond(DELETING, true, r::DELETING), true),
+            (None, cond(DELETING, false, r::DELETION_BLOCKED), true),
+        ];
+        for (before, now, want) in cases {
+            assert_eq!(
+                newsworthy(before.as_ref(), &now),
+                want,
+                "{before:?} -> {now:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn warnings_are_problems_and_unpausing_is_not_one() {
+        use reason as r;
+        assert!(warning(&cond(READY, false, r::MANAGER_CRASH_LOOPING)));
+        assert!(!warning(&cond(READY, true, r::AVAILABLE)));
+        assert!(!warning(&cond(PAUSED, false, r::NOT_PAUSED)));
+        assert!(!warning(&cond(PAUSED, true, r::PAUSED)));
+        assert!(warning(&cond(PAUSED, true, r::UNPAUSE_REFUSED)));
+    }
 
     #[test]
     fn transition_time_moves_only_on_status_change() {

@@ -126,7 +126,7 @@ fn preflight_failed(f: preflight::Failure) -> Outcome {
     problem(PREFLIGHT_CHECK_PASSED, f.reason, f.message)
 }
 
-/// Uniqueness and, for a non-core provider, a Ready core provider (which it returns).
+/// Uniqueness and, for a non-core provider, an installed core provider (which it returns).
 fn preflight_phase<P>(s: &State<'_, P>) -> Phase<Option<AnyProvider>> {
     let p = s.p;
     let same_kind = s.ctx.world.providers(p.provider_type);
@@ -545,6 +545,9 @@ async fn report<P: Served>(
     let generation = s.p.metadata.generation;
     let version = f.version.as_str();
     let changed_version = upgrading(s.status, version);
+    // A first install is announced by ProviderInstalled turning True; a version change after
+    // it leaves that condition True, so it gets an event of its own.
+    let first_install = s.status.installed_version.is_none();
     if let Some(old) = s.status.installed_version.clone()
         && changed_version
     {
@@ -564,7 +567,7 @@ async fn report<P: Served>(
     );
     conditions::set(&mut s.status.conditions, &installed, generation);
     conditions::set(&mut s.status.conditions, &rendered.verified, generation);
-    if changed_version && applied.applied > 0 {
+    if changed_version && !first_install && applied.applied > 0 {
         let note = format!("{version} applied");
         publish(s.obj, s.ctx, true, reason::VERSION_INSTALLED, note).await;
     }

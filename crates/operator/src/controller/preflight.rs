@@ -2,10 +2,7 @@
 //! unit-tested without a cluster. Each failure has its own condition reason.
 
 use capi_components::{defaults, version};
-use capi_operator_api::{
-    AnyProvider, ProviderType,
-    conditions::{PAUSED, READY},
-};
+use capi_operator_api::{AnyProvider, ProviderType};
 
 /// Condition reasons of failed preflight checks.
 pub use capi_operator_api::conditions::reason;
@@ -108,7 +105,13 @@ pub fn check_objects(
     Ok(())
 }
 
-/// The CoreProvider a non-core provider follows: the senior one, once it is Ready.
+/// The CoreProvider a non-core provider follows: the senior one, once it has installed a
+/// release. As `clusterctl init` does, the others install as soon as the core components are
+/// in place (its CRDs exist and its contract is known), without waiting for its manager's
+/// pods: nothing a provider's components or manager need at install comes from those pods,
+/// and the providers' rollouts then run side by side instead of one after the other. A paused
+/// core (the pause → upgrade → unpause sequence of a contract change) has its release
+/// installed too, so the others stay upgradable while it is down.
 pub fn ready_core(cores: &[AnyProvider]) -> Result<&AnyProvider, Failure> {
     let Some(core) = cores
         .iter()
@@ -120,17 +123,15 @@ pub fn ready_core(cores: &[AnyProvider]) -> Result<&AnyProvider, Failure> {
             message: "no CoreProvider exists yet; install the core provider first".into(),
         });
     };
-    // A paused core (the pause → upgrade → unpause sequence of a contract change) counts as
-    // ready: the others must be upgradable while it is down.
-    let ready = core
+    let installed = core
         .status
         .as_ref()
-        .is_some_and(|s| s.is_true(READY) || (s.installed_version.is_some() && s.is_true(PAUSED)));
-    if !ready {
+        .is_some_and(|s| s.installed_version.is_some() && s.contract.is_some());
+    if !installed {
         return Err(Failure {
             reason: reason::WAITING_FOR_CORE,
             message: format!(
-                "waiting for CoreProvider {}/{} to be Ready",
+                "waiting for CoreProvider {}/{} to be installed",
                 core.namespace(),
                 core.name()
             ),
@@ -185,7 +186,7 @@ pub fn check_downgrade(installed: Option<&str>, target: &str) -> Result<(), Fail
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capi_operator_api::{FetchConfiguration, ProviderSpec, ProviderStatus};
+    use capi_operator_api::{FetchConfiguration, ProviderSpec, ProviderStatus, conditions::READY};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
     use k8s_openapi::jiff::Timestamp;
 
@@ -207,6 +208,7 @@ mod tests {
     fn ready(mut p: AnyProvider, contract: &str) -> AnyProvider {
         p.status = Some(ProviderStatus {
             contract: Some(contract.into()),
+            installed_version: Some("v1.12.0".into()),
             conditions: vec![Condition {
                 type_: READY.into(),
                 status: "True".into(),
@@ -279,7 +281,7 @@ mod tests {
     }
 
     #[test]
-    fn non_core_providers_wait_for_a_ready_core() {
+    fn non_core_providers_wait_for_the_core_release_not_its_pods() {
         assert_eq!(
             ready_core(&[]).unwrap_err().reason,
             reason::WAITING_FOR_CORE
@@ -289,6 +291,21 @@ mod tests {
             ready_core(std::slice::from_ref(&core)).unwrap_err().reason,
             reason::WAITING_FOR_CORE
         );
+        // Installed, its Deployments still rolling out: the others go ahead.
+        let mut rolling = ready(core.clone(), "v1beta2");
+        if let Some(s) = rolling.status.as_mut() {
+            s.conditions[0].status = "False".into();
+            s.conditions[0].reason = reason::NOT_AVAILABLE.into();
+        }
+        assert!(ready_core(std::slice::from_ref(&rolling)).is_ok());
+        // A status without an installed release (a failed first install) keeps them waiting.
+        let mut failed = ready(core.clone(), "v1beta2");
+        if let Some(s) = failed.status.as_mut() {
+            s.installed_version = None;
+        }
+        let f = ready_core(std::slice::from_ref(&failed)).unwrap_err();
+        assert_eq!(f.reason, reason::WAITING_FOR_CORE);
+        assert!(f.message.contains("to be installed"), "{}", f.message);
         let core = ready(core, "v1beta2");
         assert!(ready_core(std::slice::from_ref(&core)).is_ok());
     }

@@ -528,8 +528,8 @@ pub async fn publish<P: Served>(obj: &P, ctx: &Ctx, ok: bool, reason: &str, note
     }
 }
 
-// One event per condition transition: repeated reconciles of an unchanged state publish nothing,
-// so an idle cluster sees no event writes.
+// One event per newsworthy condition change (see [`conditions::newsworthy`]): repeated
+// reconciles of an unchanged state publish nothing, so an idle cluster sees no event writes.
 async fn publish_transitions<P: Served>(
     obj: &P,
     ctx: &Ctx,
@@ -543,8 +543,7 @@ async fn publish_transitions<P: Served>(
         .iter()
         .filter(|c| c.type_ != RECONCILING && c.type_ != STALLED)
     {
-        let before = old.condition(&c.type_);
-        if before.is_some_and(|b| b.status == c.status && b.reason == c.reason) {
+        if !conditions::newsworthy(old.condition(&c.type_), c) {
             continue;
         }
         let note = if c.message.is_empty() {
@@ -552,7 +551,7 @@ async fn publish_transitions<P: Served>(
         } else {
             c.message.clone()
         };
-        publish(obj, ctx, c.status == "True", &c.reason, note).await;
+        publish(obj, ctx, !conditions::warning(c), &c.reason, note).await;
     }
 }
 
