@@ -281,10 +281,12 @@ fn dockerfile_agrees_with_the_manifests_chart_workspace_and_binary() -> TestResu
     };
     let tunables =
         env_of(&container, "GLIBC_TUNABLES").ok_or("the Deployment does not set GLIBC_TUNABLES")?;
-    assert!(
-        tunables.contains("glibc.malloc.trim_threshold="),
-        "GLIBC_TUNABLES {tunables:?} sets no trim threshold"
-    );
+    for tunable in ["glibc.malloc.trim_threshold=", "glibc.malloc.arena_max="] {
+        assert!(
+            tunables.contains(tunable),
+            "GLIBC_TUNABLES {tunables:?} does not set {tunable}"
+        );
+    }
     assert_eq!(
         run.all("ENV"),
         vec![format!("GLIBC_TUNABLES={tunables}").as_str()],
