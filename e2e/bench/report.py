@@ -82,7 +82,7 @@ def many_section(r: dict, plots: str) -> list[str]:
     out = ["## Many providers", "",
            "The sample core provider and n−1 sample infrastructure providers (each its own namespace, "
            "API group and ClusterRoles), declared at once, releases in ConfigMaps; the floor is "
-           "`kubectl apply --server-side` of the same rendered objects plus waiting for the Deployments. "
+           "`kubectl apply --server-side` of the same rendered objects until their Deployments are Available. "
            "Goals: ≤ 10 % over the floor; RSS ≤ 40 MiB + 1 MiB per provider.", "", MANY_NOTE, "",
            "| providers | operator (s) | floor (s) | over the floor | ordered floor (s) | over it | RSS (MiB) | RSS goal (MiB) |",
            "|---:|---:|---:|---:|---:|---:|---:|---:|"]

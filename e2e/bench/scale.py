@@ -7,7 +7,7 @@ many     1, 10 and 30 providers declared at once (the project's sample core prov
          infrastructure providers, one namespace each; each infrastructure release a variant of
          the sample with its own API group and ClusterRole names, so no two providers install
          the same object): time to all Ready against the floor of `kubectl apply --server-side`
-         of the same rendered objects plus waiting for the Deployments, and the operator's RSS.
+         of the same rendered objects until their Deployments are Available, and the operator's RSS.
 churn    three providers installed, then 20,000 unrelated Secrets and 20,000 ConfigMaps in 200
          namespaces, then 60 s of 100 updates per second to them: the operator's RSS and CPU
          growth, the reconciles they trigger and the writes it makes.
