@@ -209,7 +209,7 @@ def gaps(r: dict, install: dict | None = None) -> list[str]:
             out.append(f"- {row['providers']} provider(s): {over * 100:.0f} % over the floor (goal ≤ 10 %), "
                        f"{row['operator_s'] - row['floor_s']:.2f} s in absolute terms; "
                        f"{(row['operator_s'] / ordered - 1) * 100:+.0f} % against the ordered floor "
-                       "(the core provider first, as the operator installs).")
+                       "(the core provider's Deployment first, as cluster-api-operator installs).")
         if row["rss_mib"] > 40 + row["providers"]:
             out.append(f"- {row['providers']} provider(s): RSS {row['rss_mib']:.1f} MiB (goal ≤ {40 + row['providers']}).")
     c = r.get("churn")
@@ -220,6 +220,10 @@ def gaps(r: dict, install: dict | None = None) -> list[str]:
     s = r.get("restart")
     if s and s["writes"]:
         out.append(f"- Restart: {s['writes']} writes (goal 0).")
+    if s and s["release_reads"]:
+        out.append(f"- Restart: {s['release_reads']:.0f} release reads for {s['providers']} providers (goal: no "
+                   "fetches). None went to a remote source: they are reads of the releases' ConfigMaps in the "
+                   "cluster.")
     if not out:
         return []
     return ["## Goals not met", "", *out, "", *CAUSES]
@@ -228,23 +232,29 @@ def gaps(r: dict, install: dict | None = None) -> list[str]:
 # What the figures above cannot say by themselves: the causes found by reading the operator's
 # request trace of a run (kept with the report, as analysis of the runs it describes).
 CAUSES = [
-    "Why, as far as measured (2026-11-25):",
+    "Why, as far as measured (2026-11-25, evening):",
     "",
-    "- Many providers: not the core-first order (the ordered floor is within a few percent of the plain "
-    "one) and not the passes a provider's own status writes caused (with those gone the times stayed where "
-    "they were: n = 10 3.18 s against 3.25 s, n = 30 10.55 s against 10.68 s). It is the operator's own "
-    "writes, on a 2-core machine whose apiserver does all the work. e2e/bench/requests.py counted them for "
-    "n = 10 (3.00 s, 73 reconcile passes): 748 requests, 410 of them writes, where the floor applies each of "
-    "the same 60 objects once. 176 events (about 18 per provider: one per condition transition), 70 status "
-    "patches (7 per provider), every installed object applied twice (the second pass runs before the watch "
-    "cache has the first apply, so the object looks absent), clusterctl's inventory entry twice, plus 109 "
-    "release ConfigMap reads and 54 pod lists for readiness. Next: fewer events while a provider installs, "
-    "an applied object not applied again before its watch event arrives, one status write per state.",
-    "- RSS after installing the real providers: varies from run to run with when glibc last trimmed. With "
-    "glibc.malloc.trim_threshold=131072, now in the image, the Deployment and the chart: 42.1 MiB at the end "
-    "of the run above (300 s idle), 37.5 to 40.1 MiB in four other runs the same day (20 to 300 s idle, "
-    "this session's code before and after its last change); adding glibc.malloc.arena_max=1 gave 38.5 MiB. "
-    "As shipped before the setting: 49.3 to 53.9 MiB.",
+    "- Many providers: what is left is work per provider that the floor does not do, on a 2-core machine "
+    "where the apiserver, etcd, the controller manager and the operator share the CPUs. e2e/bench/requests.py "
+    "counts, for n = 10: about 5.7 reconcile passes per provider (finalizer, waiting for the core provider's "
+    "release, install, the installed objects' first watch events, Deployment available), each reading the "
+    "release ConfigMap (60 reads) and most listing pods (28); 39 status writes, 29 events, 10 finalizers and "
+    "10 inventory entries besides the 60 objects the floor applies too. The figures of the afternoon (+42 %, "
+    "+38 %) had three causes, each measured: the timing (one `kubectl wait` per object after the apply, about "
+    "0.1 s per object already Ready, charged to whichever side finished out of kubectl's order: up to 0.9 s "
+    "at n = 10), 9 events per provider where 2 to 3 are news, and non-core providers waiting for the core "
+    "provider's pods. The same request trace, read twice per request by the afternoon's requests.py, had "
+    "doubled every count (748 requests, 410 writes); the objects were applied once each, not twice.",
+    "- Variation: the floor itself varies by ±12 % between runs on this machine (n = 10: 1.69 to 2.21 s over "
+    "the day's runs), so a difference under about 10 % between medians of three runs is within the noise.",
+    "- RSS after installing the real providers: glibc keeps memory the three concurrent renders freed. The "
+    "trim threshold (131072) took it from 49.3–53.9 MiB to 37.5–47.5 MiB; two arenas in place of glibc's "
+    "eight per core gave 39.4 to 42.0 MiB in the runs since (one arena: 38.5). The samples over the idle "
+    "period stay within 0.2 MiB of the end figure, so it is what stays allocated, not a trim that came late.",
+    "- Restart release reads: the first pass renders each provider's release to compare it with what runs "
+    "(that is how drift made while the operator was down is found and repaired); nothing records a render "
+    "so that a restart could skip it. The reads beyond one per provider are second passes woken by the "
+    "first list of the input watches the first passes start.",
     "",
 ]
 

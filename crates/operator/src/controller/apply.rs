@@ -287,10 +287,10 @@ struct Applied {
     hash: String,
 }
 
-// Kinds whose spec changes always move metadata.generation and whose status is written by
-// other controllers: for them a new resourceVersion with the same generation is a status write,
-// not drift, and needs no apply.
-const GENERATION_KINDS: &[&str] = &[
+/// Kinds whose spec changes always move metadata.generation and whose status is written by
+/// other controllers: for them a new resourceVersion with the same generation is a status
+/// write, not drift, and needs no apply (nor a reconcile).
+pub const GENERATION_KINDS: &[&str] = &[
     "CustomResourceDefinition",
     "Deployment",
     "DaemonSet",

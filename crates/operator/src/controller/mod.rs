@@ -569,10 +569,11 @@ async fn watch_installed(
         let writer = reflector::store::Writer::new(ar.clone());
         let store = writer.as_reader();
         let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &ar);
-        let stream = watcher(api, selector())
-            .default_backoff()
-            .reflect(writer)
-            .touched_objects();
+        let generation_kind = apply::GENERATION_KINDS.contains(&ar.kind.as_str());
+        let events = watcher(api, selector()).default_backoff().reflect(writer);
+        let stream = changes_that_wake(events, move |o: &PartialObjectMeta<DynamicObject>| {
+            what_wakes_for_installed(generation_kind, &o.metadata)
+        });
         tasks.push(route(stream, triggers.clone(), installer));
         owned.push(OwnedKind {
             resource: ar,
@@ -581,12 +582,95 @@ async fn watch_installed(
         });
     }
     let (deployments, writer) = reflector::store();
-    let stream = watcher(Api::<Deployment>::all(client.clone()), selector())
+    let events = watcher(Api::<Deployment>::all(client.clone()), selector())
         .default_backoff()
-        .reflect(writer)
-        .touched_objects();
+        .reflect(writer);
+    let stream = changes_that_wake(events, what_wakes_for_a_deployment);
     tasks.push(route(stream, triggers.clone(), installer));
     (owned, deployments)
+}
+
+/// The objects of a watch whose change concerns the provider that installed them: `wakes`
+/// hashes what does, and an update that leaves it equal wakes nobody. A rollout rewrites a
+/// Deployment's status a few times per replica and a new CRD's status twice, each seen by two
+/// watches (metadata and full); every one of those woke a full pass that found nothing to do.
+/// Deletions always wake.
+fn changes_that_wake<K, S>(
+    events: S,
+    wakes: impl Fn(&K) -> u64 + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: kube::Resource + Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    let mut seen: std::collections::HashMap<(Option<String>, String), u64> = Default::default();
+    events.filter_map(move |ev| {
+        let key = |o: &K| (o.meta().namespace.clone(), o.name_any());
+        let out = match ev {
+            Err(e) => Some(Err(e)),
+            Ok(watcher::Event::Delete(o)) => {
+                seen.remove(&key(&o));
+                Some(Ok(o))
+            }
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                let h = wakes(&o);
+                (seen.insert(key(&o), h) != Some(h)).then_some(Ok(o))
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+        };
+        futures::future::ready(out)
+    })
+}
+
+/// What of an installed object concerns its provider. For kinds whose spec changes move
+/// `metadata.generation` and whose status other controllers write (the ones drift repair
+/// reads that way, [`apply::GENERATION_KINDS`]): everything in the metadata but the
+/// resourceVersion and the status writers' entries. For the others any change, since their
+/// content changes move nothing but the resourceVersion.
+fn what_wakes_for_installed(
+    generation_kind: bool,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    if !generation_kind {
+        meta.resource_version.hash(&mut h);
+        return h.finish();
+    }
+    (
+        &meta.uid,
+        meta.generation,
+        meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()),
+        &meta.finalizers,
+        &meta.labels,
+        &meta.annotations,
+    )
+        .hash(&mut h);
+    for m in meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref() != Some("status"))
+    {
+        (
+            &m.manager,
+            &m.operation,
+            m.time.as_ref().map(|t| t.0.as_second()),
+        )
+            .hash(&mut h);
+    }
+    h.finish()
+}
+
+/// What of an installed Deployment concerns its provider: its metadata, as for the other
+/// installed objects, and of its status only what readiness reads
+/// ([`capi_operator_api::rollout::availability`], whose message names the rollout's progress).
+fn what_wakes_for_a_deployment(d: &Deployment) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    what_wakes_for_installed(true, &d.metadata).hash(&mut h);
+    capi_operator_api::rollout::availability(d).hash(&mut h);
+    h.finish()
 }
 
 /// Watches of what providers wait for: cert-manager's CRDs, and any change of the core
@@ -852,4 +936,112 @@ async fn lead(client: &Client, opts: &Options) -> Option<Lead> {
 /// Key of a provider for bookkeeping maps.
 pub fn provider_key(p: &AnyProvider) -> String {
     format!("{}/{}/{}", p.provider_type.kind(), p.namespace(), p.name())
+}
+
+#[cfg(test)]
+mod wake_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment(generation: i64, status: serde_json::Value) -> Deployment {
+        let d = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "m", "namespace": "ns", "uid": "u1", "generation": generation,
+                         "resourceVersion": format!("{}", rv_of(&status))},
+            "spec": {"replicas": 1, "selector": {}, "template": {}},
+            "status": status,
+        });
+        serde_json::from_value(d).unwrap_or_default()
+    }
+
+    // Each status gets its own resourceVersion, as every write does.
+    fn rv_of(status: &serde_json::Value) -> usize {
+        status.to_string().len()
+    }
+
+    fn rolling(updated: i64) -> serde_json::Value {
+        json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": updated,
+               "availableReplicas": 0, "conditions": [{"type": "Available", "status": "False",
+               "message": "Deployment does not have minimum availability."}]})
+    }
+
+    fn available(ready: i64) -> serde_json::Value {
+        json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": ready,
+               "availableReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]})
+    }
+
+    #[tokio::test]
+    async fn only_changes_a_provider_reads_wake_it() {
+        use watcher::Event::{Apply, Delete, InitApply, InitDone};
+        let events = vec![
+            Ok(InitApply(deployment(1, rolling(0)))),
+            Ok(InitDone),
+            // The same availability, another status write: nobody is woken.
+            Ok(Apply(deployment(1, rolling(1)))),
+            // Available: readiness changes.
+            Ok(Apply(deployment(1, available(1)))),
+            // A status field readiness does not read.
+            Ok(Apply(deployment(1, available(2)))),
+            // A spec change (drift, or an upgrade).
+            Ok(Apply(deployment(2, available(2)))),
+            // A relist that finds it unchanged.
+            Ok(InitApply(deployment(2, available(2)))),
+            Ok(Delete(deployment(2, available(2)))),
+        ];
+        let woken: Vec<Deployment> =
+            changes_that_wake(futures::stream::iter(events), what_wakes_for_a_deployment)
+                .filter_map(|r| futures::future::ready(r.ok()))
+                .collect()
+                .await;
+        let seen: Vec<(Option<i64>, Option<i32>)> = woken
+            .iter()
+            .map(|d| {
+                (
+                    d.metadata.generation,
+                    d.status.as_ref().and_then(|s| s.available_replicas),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (Some(1), Some(0)),
+                (Some(1), Some(1)),
+                (Some(2), Some(1)),
+                (Some(2), Some(1)),
+            ],
+            "the first sight, Available, the spec change and the deletion"
+        );
+    }
+
+    #[test]
+    fn status_writes_wake_nobody_for_generation_kinds_only() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let meta = |rv: &str, generation: i64, label: &str| ObjectMeta {
+            resource_version: Some(rv.into()),
+            generation: Some(generation),
+            labels: Some([("l".to_string(), label.to_string())].into()),
+            ..Default::default()
+        };
+        // A CRD's status write moves only its resourceVersion.
+        assert_eq!(
+            what_wakes_for_installed(true, &meta("1", 1, "a")),
+            what_wakes_for_installed(true, &meta("2", 1, "a"))
+        );
+        assert_ne!(
+            what_wakes_for_installed(true, &meta("2", 1, "a")),
+            what_wakes_for_installed(true, &meta("3", 1, "b")),
+            "a label edit is drift"
+        );
+        assert_ne!(
+            what_wakes_for_installed(true, &meta("3", 1, "a")),
+            what_wakes_for_installed(true, &meta("4", 2, "a")),
+            "a spec edit is drift"
+        );
+        // A ConfigMap's or a ClusterRole's content change moves only its resourceVersion.
+        assert_ne!(
+            what_wakes_for_installed(false, &meta("1", 0, "a")),
+            what_wakes_for_installed(false, &meta("2", 0, "a"))
+        );
+    }
 }
