@@ -8,10 +8,10 @@ RUN cargo build --release --locked -p capi-provider-operator --bin capi-provider
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /capi-provider-operator /usr/local/bin/capi-provider-operator
-# Memory freed by the render threads goes back to the system, and concurrent renders share two
-# heaps instead of one per thread (docs/performance.md); the Deployment and the chart set it
+# Memory freed by the render threads goes back to the system, and concurrent renders share one
+# heap instead of one per thread (docs/performance.md); the Deployment and the chart set it
 # too, so it holds for any image.
-ENV GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072:glibc.malloc.arena_max=2
+ENV GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072:glibc.malloc.arena_max=1
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/capi-provider-operator"]
 CMD ["run", "--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"]

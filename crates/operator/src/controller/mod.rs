@@ -437,9 +437,19 @@ fn kind_controller<P: Served>(
 /// status. The status is the reconciler's own output, and each write of it (several while a
 /// provider installs) would otherwise bring another full pass; the cache still sees it.
 fn what_wakes_a_provider<P: Served>(p: &P) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let m = p.meta();
+    use std::hash::Hasher;
     let mut h = std::collections::hash_map::DefaultHasher::new();
+    hash_spec_side(p.meta(), &mut h);
+    Some(h.finish())
+}
+
+/// Hashes what of an object's metadata moves when anything but its status is written: which
+/// object it is, its generation (the spec), deletion, finalizers, labels and annotations.
+fn hash_spec_side(
+    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    h: &mut impl std::hash::Hasher,
+) {
+    use std::hash::Hash;
     (
         &m.uid,
         m.generation,
@@ -448,8 +458,7 @@ fn what_wakes_a_provider<P: Served>(p: &P) -> Option<u64> {
         &m.labels,
         &m.annotations,
     )
-        .hash(&mut h);
-    Some(h.finish())
+        .hash(h);
 }
 
 async fn owned_kinds(client: &Client) -> Vec<(ApiResource, bool)> {
@@ -637,15 +646,7 @@ fn what_wakes_for_installed(
         meta.resource_version.hash(&mut h);
         return h.finish();
     }
-    (
-        &meta.uid,
-        meta.generation,
-        meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()),
-        &meta.finalizers,
-        &meta.labels,
-        &meta.annotations,
-    )
-        .hash(&mut h);
+    hash_spec_side(meta, &mut h);
     for m in meta
         .managed_fields
         .iter()
