@@ -245,12 +245,18 @@ CAUSES = [
     "at n = 10), 9 events per provider where 2 to 3 are news, and non-core providers waiting for the core "
     "provider's pods. The same request trace, read twice per request by the afternoon's requests.py, had "
     "doubled every count (748 requests, 410 writes); the objects were applied once each, not twice.",
+    "- One provider: the floor ends when its Deployment is Available. The operator first writes its "
+    "finalizer and runs the install pass (release read, render, apply) before the Deployment exists, and "
+    "after the Deployment is Available it needs one more pass and a status write before the provider reads "
+    "Ready: about 70 ms of fixed latency, +30 % of a 0.23 s floor, that fewer writes would not remove.",
     "- Variation: the floor itself varies by ±12 % between runs on this machine (n = 10: 1.69 to 2.21 s over "
     "the day's runs), so a difference under about 10 % between medians of three runs is within the noise.",
-    "- RSS after installing the real providers: glibc keeps memory the three concurrent renders freed. The "
-    "trim threshold (131072) took it from 49.3–53.9 MiB to 37.5–47.5 MiB; two arenas in place of glibc's "
-    "eight per core gave 39.4 to 42.0 MiB in the runs since (one arena: 38.5). The samples over the idle "
-    "period stay within 0.2 MiB of the end figure, so it is what stays allocated, not a trim that came late.",
+    "- RSS after installing the real providers (the goal is met now): glibc kept memory that the three "
+    "concurrent renders freed. The trim threshold (131072) took it from 49.3–53.9 MiB to 37.5–47.5 MiB, "
+    "varying with how the renders spread over glibc's arenas (eight per core by default); two arenas gave "
+    "39.1 to 42.0 MiB, one arena 38.3 to 38.8 MiB in trial runs and 38.6 MiB in the run above, with no "
+    "slower install. The samples over the idle period stay within 0.2 MiB of the end figure: it is what stays "
+    "allocated, not a trim that came late.",
     "- Restart release reads: the first pass renders each provider's release to compare it with what runs "
     "(that is how drift made while the operator was down is found and repaired); nothing records a render "
     "so that a restart could skip it. The reads beyond one per provider are second passes woken by the "
