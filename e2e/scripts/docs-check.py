@@ -97,6 +97,7 @@ INLINE = {
     ),
     "kubectl get coreproviders": ("run", ["crds"]),
     "kubectl wait": ("name", "named as a tool that waits on conditions; the blocks run kubectl wait"),
+    "kubectl get --watch": ("name", "named as how the benchmarks time both sides; e2e/bench/common.py (Watch) runs it"),
     "make providers": ("run", None),
     "make integration": ("covered", "a step of make test"),
     "kubectl logs": ("name", "named as what the process node does not serve; its log files are read instead"),
