@@ -6,6 +6,7 @@ pub mod apidocs;
 pub mod argocd;
 pub mod controller;
 pub mod crds;
+pub mod fence;
 pub mod leader;
 pub mod metrics;
 pub mod render;
