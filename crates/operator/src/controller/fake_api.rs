@@ -2,7 +2,9 @@
 //! objects by path, answers discovery for the kinds the scenarios use, applies merge and
 //! server-side-apply patches, and records every request so a scenario can assert what the
 //! reconciler sent (method, path, query, content type, body). Only what the reconciler calls is
-//! served; anything else is answered 404, which a scenario sees as a failure.
+//! served; anything else is answered 404, which a scenario sees as a failure. Like the
+//! apiserver, a merge patch naming a `metadata.resourceVersion` is a compare-and-swap: it is
+//! answered 409 Conflict unless the stored object still has that resourceVersion.
 
 use std::{
     collections::BTreeMap,
@@ -70,9 +72,19 @@ impl FakeApi {
         kube::Client::new(service, "default")
     }
 
-    /// Stores `obj` at `path` (as if created earlier).
+    /// Stores `obj` at `path` (as if created earlier), keeping a resourceVersion it names
+    /// (later ones are higher) and giving it one otherwise.
     pub fn put(&self, path: &str, mut obj: Value) {
-        obj["metadata"]["resourceVersion"] = json!(self.next_rv());
+        let given = obj["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse::<u64>().ok());
+        match given {
+            Some(v) => {
+                let mut rv = self.rv.lock().unwrap_or_else(|e| e.into_inner());
+                *rv = (*rv).max(v);
+            }
+            None => obj["metadata"]["resourceVersion"] = json!(self.next_rv()),
+        }
         if let Ok(mut o) = self.objects.lock() {
             o.insert(path.to_string(), obj);
         }
@@ -166,6 +178,13 @@ impl FakeApi {
             None if server_side && !status_only => json!({}),
             None => return not_found(&path),
         };
+        let precondition = r.body["metadata"]["resourceVersion"].as_str();
+        if !server_side
+            && let Some(want) = precondition
+            && obj["metadata"]["resourceVersion"].as_str() != Some(want)
+        {
+            return conflict(&path);
+        }
         if status_only {
             obj["status"] = r.body.get("status").cloned().unwrap_or(Value::Null);
         } else {
@@ -205,6 +224,15 @@ fn not_found(path: &str) -> (StatusCode, Value) {
         StatusCode::NOT_FOUND,
         json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                "message": format!("{path} not found"), "reason": "NotFound", "code": 404}),
+    )
+}
+
+fn conflict(path: &str) -> (StatusCode, Value) {
+    (
+        StatusCode::CONFLICT,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+               "message": format!("Operation cannot be fulfilled on {path}: the object has been modified; please apply your changes to the latest version and try again"),
+               "reason": "Conflict", "code": 409}),
     )
 }
 

@@ -169,7 +169,12 @@ async fn resolve_version<P: Served>(s: &State<'_, P>, chosen: &Chosen) -> Phase<
         Some(v) => v,
         None => latest_version(s, chosen).await?,
     };
-    let patch = json!({"spec": {"version": resolved}});
+    // A compare-and-swap on the object this reconcile read: a version the user set since then
+    // makes it fail instead of being overwritten (and the provider upgraded unasked).
+    let patch = json!({
+        "metadata": {"resourceVersion": s.p.metadata.resource_version},
+        "spec": {"version": resolved},
+    });
     match s
         .api
         .patch(s.p.name(), &merge_params(), &Patch::Merge(&patch))
@@ -181,15 +186,41 @@ async fn resolve_version<P: Served>(s: &State<'_, P>, chosen: &Chosen) -> Phase<
             publish(s.obj, s.ctx, true, reason::VERSION_RESOLVED, note).await;
             end(Outcome::VersionWritten)
         }
-        Err(e) => end(Outcome::Transient(
-            Error::Kube(e),
-            Problem {
-                condition: PREFLIGHT_CHECK_PASSED,
-                reason: reason::SOURCE_UNAVAILABLE,
-                message: "writing the resolved version into spec.version failed".into(),
-            },
-        )),
+        Err(e) if is_conflict(&e) => version_conflict(s, e).await,
+        Err(e) => end(version_not_written(e)),
     }
+}
+
+/// After the version write lost a race: a version set meanwhile (by the user) stands, and its
+/// update brings the next reconcile; any other change means trying again (with back-off) on a
+/// fresh read.
+async fn version_conflict<P: Served>(s: &State<'_, P>, conflict: kube::Error) -> Phase<String> {
+    let now = match s.api.get(s.p.name()).await {
+        Ok(o) => o.view().0,
+        Err(e) => return end(version_not_written(e)),
+    };
+    match now.spec.version.as_deref().filter(|v| !v.is_empty()) {
+        Some(v) => {
+            info!(provider = %provider_key(s.p), version = %v, "spec.version was set meanwhile; it is kept, not overwritten");
+            end(Outcome::VersionWritten)
+        }
+        None => end(version_not_written(conflict)),
+    }
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(st) if st.code == 409)
+}
+
+fn version_not_written(e: kube::Error) -> Outcome {
+    Outcome::Transient(
+        Error::Kube(e),
+        Problem {
+            condition: PREFLIGHT_CHECK_PASSED,
+            reason: reason::SOURCE_UNAVAILABLE,
+            message: "writing the resolved version into spec.version failed".into(),
+        },
+    )
 }
 
 /// The latest release's version; the release is cached, as the next reconcile fetches it.

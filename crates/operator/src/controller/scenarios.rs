@@ -160,7 +160,11 @@ async fn an_empty_version_is_resolved_and_written_back() -> Result<(), Box<dyn s
     let writes = fake.writes();
     let spec = patches_of(&writes, PROVIDER);
     assert_eq!(spec.len(), 1, "{writes:#?}");
-    assert_eq!(spec[0].body, json!({"spec": {"version": "v1.0.0"}}));
+    // A compare-and-swap on the object read, so a version set meanwhile is never overwritten.
+    assert_eq!(
+        spec[0].body,
+        json!({"metadata": {"resourceVersion": "7"}, "spec": {"version": "v1.0.0"}})
+    );
     assert!(
         writes
             .iter()
@@ -169,6 +173,36 @@ async fn an_empty_version_is_resolved_and_written_back() -> Result<(), Box<dyn s
     );
     // Nothing is installed before the version is on record.
     assert!(patches_of(&writes, DEPLOYMENT).is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_version_the_user_set_meanwhile_is_never_overwritten()
+-> Result<(), Box<dyn std::error::Error>> {
+    let fake = fake_with_release();
+    // The reconcile works on the object as read (resourceVersion 7, no version); the user has
+    // set spec.version since (resourceVersion 8).
+    let read = core(json!({}), &[FINALIZER]);
+    let mut now = read.clone();
+    now["spec"]["version"] = json!("v0.9.0");
+    now["metadata"]["resourceVersion"] = json!("8");
+    fake.put(PROVIDER, now);
+    let p: CoreProvider = serde_json::from_value(read)?;
+    reconcile::reconcile(Arc::new(p), ctx(&fake, vec![])).await?;
+    let stored = fake.get(PROVIDER).ok_or("provider gone")?;
+    assert_eq!(stored["spec"]["version"], "v0.9.0", "the user's version stands");
+    let writes = fake.writes();
+    let spec = patches_of(&writes, PROVIDER);
+    assert_eq!(spec.len(), 1, "one conditional write, no retry over it: {writes:#?}");
+    assert_eq!(spec[0].body["metadata"]["resourceVersion"], "7");
+    // Nothing is installed, and no event claims a resolved version.
+    assert!(patches_of(&writes, DEPLOYMENT).is_empty());
+    assert!(
+        !writes
+            .iter()
+            .any(|w| w.path == EVENTS && w.body["reason"] == reason::VERSION_RESOLVED),
+        "{writes:#?}"
+    );
     Ok(())
 }
 
