@@ -54,6 +54,12 @@ const RESOURCES: &[(&str, &str, &str, bool)] = &[
     ("/api/v1", "namespaces", "Namespace", false),
     ("/api/v1", "pods", "Pod", true),
     ("/apis/apps/v1", "deployments", "Deployment", true),
+    (
+        "/apis/rbac.authorization.k8s.io/v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        false,
+    ),
 ];
 
 impl FakeApi {

@@ -37,7 +37,7 @@ use super::{
     apply::{ApplyReport, key_of},
     conditions::{self, Desired},
     preflight, provider_key,
-    reconcile::{Error, Outcome, Problem, merge_params, problem, publish, reason},
+    reconcile::{Error, Outcome, Problem, list_note, merge_params, problem, publish, reason},
     served::Served,
     source::{self, Chosen, ReleaseCache},
 };
@@ -468,9 +468,11 @@ async fn apply_phase<P: Served>(s: &State<'_, P>, objects: &[Value]) -> Phase<Ap
         let privileged = capi_components::privileged::privileged_objects(objects);
         if !privileged.is_empty() {
             warn!(provider = %provider_key(s.p), objects = ?privileged, "the release holds privileged objects");
-            let note = format!(
-                "the release holds privileged objects (applied as released): {}",
-                privileged.join("; ")
+            let note = list_note(
+                "the release holds privileged objects (applied as released): ",
+                &privileged,
+                "; ",
+                "",
             );
             publish(s.obj, s.ctx, false, reason::PRIVILEGED_OBJECTS, note).await;
         }
@@ -480,18 +482,12 @@ async fn apply_phase<P: Served>(s: &State<'_, P>, objects: &[Value]) -> Phase<Ap
 
 /// The event text of a drift repair: what was restored and who had changed it.
 fn repaired_note(repaired: &[String]) -> String {
-    const SHOWN: usize = 8;
-    let mut note = format!(
-        "restored as declared, after changes made outside the operator: {}",
-        repaired[..repaired.len().min(SHOWN)].join(", ")
-    );
-    if repaired.len() > SHOWN {
-        note.push_str(&format!(" and {} more", repaired.len() - SHOWN));
-    }
-    note.push_str(
+    list_note(
+        "restored as declared, after changes made outside the operator: ",
+        repaired,
+        ", ",
         "; change the provider object instead (spec.version, spec.deployment, spec.manager)",
-    );
-    note
+    )
 }
 
 /// Deletes what this provider installed before but no longer renders.
@@ -510,7 +506,7 @@ async fn prune<P: Served>(
         Ok(0) => ControlFlow::Continue(()),
         Ok(_) => {
             let names: Vec<String> = stale.iter().map(|(k, _, _)| k.to_string()).collect();
-            let note = format!("removed objects no longer rendered: {}", names.join(", "));
+            let note = list_note("removed objects no longer rendered: ", &names, ", ", "");
             publish(s.obj, s.ctx, true, reason::PRUNED, note).await;
             ControlFlow::Continue(())
         }

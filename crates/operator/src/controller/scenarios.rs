@@ -261,6 +261,39 @@ async fn install_applies_owned_objects_and_the_status_once()
 }
 
 #[tokio::test]
+async fn a_release_of_many_privileged_objects_gets_an_event_the_api_accepts()
+-> Result<(), Box<dyn std::error::Error>> {
+    let fake = FakeApi::new();
+    let bindings: String = (0..120)
+        .map(|i| format!("---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: sample-admin-binding-{i:03}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}}\nsubjects: [{{kind: ServiceAccount, name: sample-manager, namespace: sample-system}}]\n"))
+        .collect();
+    fake.put(
+        &format!("/api/v1/namespaces/{NS}/configmaps/sample-v1.0.0"),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "sample-v1.0.0", "namespace": NS,
+                            "labels": {"sample": "core", CONFIGMAP_VERSION_LABEL: "v1.0.0"}},
+               "data": {"metadata": METADATA, "components": format!("{COMPONENTS}{bindings}")}}),
+    );
+    reconcile(
+        &fake,
+        core(json!({"version": "v1.0.0"}), &[FINALIZER]),
+        vec![],
+    )
+    .await?;
+    let writes = fake.writes();
+    let event = writes
+        .iter()
+        .find(|w| w.path == EVENTS && w.body["reason"] == reason::PRIVILEGED_OBJECTS)
+        .ok_or("no PrivilegedObjects event")?;
+    let note = event.body["note"].as_str().ok_or("no note")?;
+    // events.k8s.io refuses a note over 1 KiB: the whole event would be lost.
+    assert!(note.len() <= 1024, "{} bytes: {note}", note.len());
+    assert!(note.contains("sample-admin-binding-000 binds cluster-admin"), "{note}");
+    assert!(note.contains(" more"), "what is left out is counted: {note}");
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_paused_provider_is_applied_at_zero_replicas() -> Result<(), Box<dyn std::error::Error>> {
     let fake = fake_with_release();
     let obj = core(json!({"version": "v1.0.0", "paused": true}), &[FINALIZER]);
