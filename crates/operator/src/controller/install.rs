@@ -717,7 +717,7 @@ async fn read_additional_manifests(ctx: &Ctx, p: &AnyProvider) -> Phase<Option<S
 
 /// Ready from the provider's Deployments: every one Available and rolled out. For one that is
 /// not, its Pods tell a crash loop or an unpullable image from a rollout in progress.
-async fn readiness(ctx: &Ctx, p: &AnyProvider) -> Desired {
+pub(super) async fn readiness(ctx: &Ctx, p: &AnyProvider) -> Desired {
     let deployments = ctx.world.deployments_of(p);
     if deployments.is_empty() {
         return Desired::failed(

@@ -266,6 +266,8 @@ pub struct Ctx {
     pub opts: Options,
     /// Consecutive transient failures per provider, for exponential backoff.
     pub failures: std::sync::Mutex<BTreeMap<String, u32>>,
+    /// Readiness rechecks of unready providers and looks at blocked deletions, with back-off.
+    pub rechecks: readiness::Rechecks,
     /// Whether providers get clusterctl inventory entries (asked for, and the CRD is served).
     pub inventory: bool,
     /// Watches of the Secrets and ConfigMaps providers read.
@@ -825,6 +827,7 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
         },
         opts: opts.clone(),
         failures: std::sync::Mutex::new(BTreeMap::new()),
+        rechecks: readiness::Rechecks::default(),
         inventory,
         inputs: inputs::InputWatches::new(triggers.clone()),
     });

@@ -4,6 +4,14 @@
 //! Ready comes from the Deployments' Available condition. When a Deployment is not available,
 //! its Pods say why in terms a user can act on: a manager in a crash loop (with the log tail
 //! Kubernetes keeps as the termination message) or an image that cannot be pulled.
+//!
+//! [`Rechecks`] times the looks at a provider that is not Ready yet.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use capi_components::customize::ManagerReport;
 use capi_operator_api::conditions::{MANAGER_CONFIGURED, READY};
@@ -11,6 +19,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ContainerStatus, Pod},
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use super::{conditions::Desired, reconcile::reason};
@@ -27,6 +36,149 @@ const IMAGE_PULL_FAILURES: &[&str] = &[
 const LOG_TAIL_BYTES: usize = 300;
 
 pub use capi_operator_api::rollout::availability;
+
+/// First delay of the readiness rechecks of an unready provider.
+pub const RECHECK_FIRST: Duration = Duration::from_secs(5);
+/// Longest delay between readiness rechecks.
+pub const RECHECK_CAP: Duration = Duration::from_secs(300);
+/// Longest delay between looks at a deletion waiting for what blocks it: shorter than
+/// [`RECHECK_CAP`], as a user who removed the last workload cluster waits for this one.
+pub const BLOCKED_CAP: Duration = Duration::from_secs(60);
+
+/// The delay before the `n`-th consecutive look (from 0): [`RECHECK_FIRST`] doubling, at most
+/// `cap`.
+pub fn recheck_delay(n: u32, cap: Duration) -> Duration {
+    RECHECK_FIRST.saturating_mul(1u32 << n.min(16)).min(cap)
+}
+
+/// Where "now" comes from: the real clock, or a test's.
+pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+
+/// Readiness rechecks of installed providers that are not Ready. Pods are not watched, so a
+/// crash loop is only seen by looking; but a look needs only the Deployment (cached) and its
+/// Pods, not the whole install pipeline (release read, render, apply). After a full pass that
+/// leaves a provider unready, the reconcile its requeue brings is a recheck, as long as it comes
+/// when due and the provider object is unchanged; anything that wakes the provider earlier (its
+/// spec, an installed object, an input, the core provider) brings a full pass, which starts the
+/// back-off over. Rechecks back off from [`RECHECK_FIRST`] to [`RECHECK_CAP`]; a full pass
+/// still comes at the resync.
+pub struct Rechecks {
+    clock: Clock,
+    armed: Mutex<HashMap<String, Armed>>,
+    blocked: Mutex<HashMap<String, u32>>,
+}
+
+struct Armed {
+    /// What of the provider object the full pass saw ([`seen`]).
+    seen: u64,
+    /// When the requeue brings the next recheck.
+    due: Instant,
+    /// When the last full pass ran.
+    full_pass: Instant,
+    /// Rechecks since then.
+    done: u32,
+}
+
+impl Default for Rechecks {
+    fn default() -> Rechecks {
+        Rechecks::with_clock(Arc::new(Instant::now))
+    }
+}
+
+impl Rechecks {
+    /// Rechecks timed by `clock`.
+    pub fn with_clock(clock: Clock) -> Rechecks {
+        Rechecks {
+            clock,
+            armed: Mutex::default(),
+            blocked: Mutex::default(),
+        }
+    }
+
+    fn armed(&self) -> std::sync::MutexGuard<'_, HashMap<String, Armed>> {
+        self.armed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// After a full pass that left provider `key` unready: the delay of its first recheck.
+    pub fn arm(&self, key: &str, seen: u64) -> Duration {
+        let now = (self.clock)();
+        let delay = recheck_delay(0, RECHECK_CAP);
+        let armed = Armed {
+            seen,
+            due: now + delay,
+            full_pass: now,
+            done: 0,
+        };
+        self.armed().insert(key.to_string(), armed);
+        delay
+    }
+
+    /// Whether this reconcile of `key` is its due recheck: armed, not earlier than due (an
+    /// earlier one was woken by a change), the object unchanged, and the resync not reached.
+    /// Otherwise a full pass follows, and the provider is no longer armed.
+    pub fn due(&self, key: &str, seen: u64, resync: Duration) -> bool {
+        let now = (self.clock)();
+        let mut armed = self.armed();
+        let due = armed.get(key).is_some_and(|a| {
+            a.seen == seen && now >= a.due && now.duration_since(a.full_pass) < resync
+        });
+        if !due {
+            armed.remove(key);
+        }
+        due
+    }
+
+    /// After a recheck that found `key` still unready: the (longer) delay of the next.
+    pub fn again(&self, key: &str) -> Duration {
+        let now = (self.clock)();
+        let mut armed = self.armed();
+        let Some(a) = armed.get_mut(key) else {
+            return RECHECK_FIRST;
+        };
+        a.done = a.done.saturating_add(1);
+        let delay = recheck_delay(a.done, RECHECK_CAP);
+        a.due = now + delay;
+        delay
+    }
+
+    /// No more rechecks of `key` (Ready, or something else needs a full pass).
+    pub fn disarm(&self, key: &str) {
+        self.armed().remove(key);
+    }
+
+    /// The delay before looking again at a deletion of `key` still blocked.
+    pub fn blocked(&self, key: &str) -> Duration {
+        let mut blocked = self.blocked.lock().unwrap_or_else(|e| e.into_inner());
+        let n = blocked.entry(key.to_string()).or_insert(0);
+        let delay = recheck_delay(*n, BLOCKED_CAP);
+        *n = n.saturating_add(1);
+        delay
+    }
+
+    /// The deletion of `key` is no longer blocked.
+    pub fn unblocked(&self, key: &str) {
+        if let Ok(mut b) = self.blocked.lock() {
+            b.remove(key);
+        }
+    }
+}
+
+/// What of a provider object, changed, calls for a full pass rather than a recheck: anything
+/// but its status (which the operator writes itself).
+pub fn seen(meta: &ObjectMeta) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (
+        &meta.uid,
+        meta.generation,
+        &meta.labels,
+        &meta.annotations,
+        &meta.finalizers,
+        meta.deletion_timestamp.is_some(),
+    )
+        .hash(&mut h);
+    h.finish()
+}
 
 /// Ready=False for Deployment `d`, which is not available (`why`), naming the first pod
 /// (by name) whose manager crash-loops or cannot pull its image.
@@ -323,6 +475,42 @@ mod tests {
         )?;
         assert_eq!(availability(&d), Ok(()));
         Ok(())
+    }
+
+    #[test]
+    fn rechecks_back_off_and_give_way_to_changes() {
+        let now = Arc::new(Mutex::new(Instant::now()));
+        let clock = now.clone();
+        let r = Rechecks::with_clock(Arc::new(move || *clock.lock().unwrap()));
+        let advance = |d: Duration| *now.lock().unwrap() += d;
+        let resync = Duration::from_secs(1800);
+        assert!(!r.due("p", 1, resync), "never armed: a full pass");
+        assert_eq!(r.arm("p", 1), Duration::from_secs(5));
+        advance(Duration::from_secs(2));
+        assert!(!r.due("p", 1, resync), "woken early: a full pass");
+        assert!(!r.due("p", 1, resync), "and no longer armed");
+        r.arm("p", 1);
+        advance(Duration::from_secs(5));
+        assert!(!r.due("p", 2, resync), "the object changed: a full pass");
+        r.arm("p", 1);
+        let mut delays = Vec::new();
+        let mut d = Duration::from_secs(5);
+        for _ in 0..9 {
+            advance(d);
+            assert!(r.due("p", 1, resync));
+            d = r.again("p");
+            delays.push(d.as_secs());
+        }
+        assert_eq!(delays, [10, 20, 40, 80, 160, 300, 300, 300, 300]);
+        // 1515 s since the full pass, then 1815 s: the resync brings a full one.
+        advance(d);
+        assert!(r.due("p", 1, resync));
+        advance(r.again("p"));
+        assert!(!r.due("p", 1, resync));
+        let blocked: Vec<u64> = (0..6).map(|_| r.blocked("q").as_secs()).collect();
+        assert_eq!(blocked, [5, 10, 20, 40, 60, 60]);
+        r.unblocked("q");
+        assert_eq!(r.blocked("q"), Duration::from_secs(5));
     }
 
     #[test]

@@ -37,7 +37,7 @@ use super::{
     Ctx, FIELD_MANAGER,
     apply::ApplyError,
     conditions::{self, Desired},
-    install, kstatus, provider_key,
+    install, kstatus, provider_key, readiness,
     served::{self, Served},
 };
 
@@ -53,8 +53,8 @@ const UNREADY_RECHECKED: &[&str] = &[
 
 /// How soon an installed provider that is not Ready looks at its pods again: pods are not
 /// watched (they carry none of the operator's labels), so a crash loop would otherwise be seen
-/// only at the next resync.
-const READINESS_RECHECK: Duration = Duration::from_secs(5);
+/// only at the next resync. Later looks back off (see [`readiness::Rechecks`]).
+const READINESS_RECHECK: Duration = readiness::RECHECK_FIRST;
 
 /// Errors retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -262,6 +262,13 @@ async fn install_and_report<P: Served>(
     ctx: &Ctx,
     api: &Api<P>,
 ) -> Result<Action, Error> {
+    let key = provider_key(p);
+    if ctx
+        .rechecks
+        .due(&key, readiness::seen(&p.metadata), ctx.opts.resync)
+    {
+        return recheck(obj, p, ctx, api, &key).await;
+    }
     let old = p.status.clone().unwrap_or_default();
     let mut status = old.clone();
     let outcome = match translated {
@@ -298,6 +305,52 @@ async fn install_and_report<P: Served>(
         Some((false, r, m)) => kstatus::Ended::Problem(r, m),
         Some((true, r, m)) => kstatus::Ended::Retrying(r, m),
     };
+    report_status(obj, p, ctx, api, (old, status), ended).await?;
+    match err {
+        Some(e) => Err(e),
+        None => Ok(action),
+    }
+}
+
+/// A readiness-only look at an installed provider that was not Ready (see
+/// [`readiness::Rechecks`]): its Deployments from the cache and, for one not available, its
+/// Pods. The next look backs off while nothing changes; Ready, or a state rechecks do not
+/// follow, ends them (the latter with a full pass at once).
+async fn recheck<P: Served>(
+    obj: &P,
+    p: &AnyProvider,
+    ctx: &Ctx,
+    api: &Api<P>,
+    key: &str,
+) -> Result<Action, Error> {
+    let old = p.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    let ready = install::readiness(ctx, p).await;
+    conditions::set(&mut status.conditions, &ready, p.metadata.generation);
+    let after = if ready.ok {
+        ctx.rechecks.disarm(key);
+        healthy_requeue(&status, &ctx.opts)
+    } else if unready_rechecked(&status) {
+        ctx.rechecks.again(key).min(ctx.opts.resync)
+    } else {
+        ctx.rechecks.disarm(key);
+        Duration::ZERO
+    };
+    debug!(provider = %key, ready = ready.ok, reason = %ready.reason, ?after, "readiness rechecked");
+    report_status(obj, p, ctx, api, (old, status), kstatus::Ended::Installed).await?;
+    Ok(Action::requeue(after))
+}
+
+/// Completes the status of a pass that `ended` so (kstatus, observed generation, metrics),
+/// publishes its newsworthy changes and writes it when it differs from the `old` one.
+async fn report_status<P: Served>(
+    obj: &P,
+    p: &AnyProvider,
+    ctx: &Ctx,
+    api: &Api<P>,
+    (old, mut status): (ProviderStatus, ProviderStatus),
+    ended: kstatus::Ended<'_>,
+) -> Result<(), kube::Error> {
     set_kstatus(&mut status, ended, p.metadata.generation);
     status.observed_generation = p.metadata.generation;
     ctx.opts.metrics.provider(
@@ -315,10 +368,7 @@ async fn install_and_report<P: Served>(
     if status != old {
         write_status(api, p, &status).await?;
     }
-    match err {
-        Some(e) => Err(e),
-        None => Ok(action),
-    }
+    Ok(())
 }
 
 /// SpecTranslated True for a v1alpha2 object whose spec translated, naming what was left out.
@@ -358,10 +408,16 @@ fn settle(
     let generation = p.metadata.generation;
     let pb = match outcome {
         Outcome::Done | Outcome::VersionWritten => {
+            let key = provider_key(p);
             if let Ok(mut f) = ctx.failures.lock() {
-                f.remove(&provider_key(p));
+                f.remove(&key);
             }
-            return (Action::requeue(healthy_requeue(status, &ctx.opts)), None);
+            let mut after = healthy_requeue(status, &ctx.opts);
+            if unready_rechecked(status) {
+                // The requeue brings a readiness-only recheck (unless a change comes first).
+                after = after.min(ctx.rechecks.arm(&key, readiness::seen(&p.metadata)));
+            }
+            return (Action::requeue(after), None);
         }
         Outcome::Problem(pb) => {
             warn!(provider = %provider_key(p), reason = pb.reason, message = %pb.message, "configuration problem");
@@ -399,16 +455,20 @@ fn healthy_requeue(status: &ProviderStatus, opts: &super::Options) -> Duration {
     let refused = status
         .condition(PAUSED)
         .is_some_and(|c| c.reason == reason::UNPAUSE_REFUSED);
-    let unready = status
-        .condition(READY)
-        .is_some_and(|c| c.status != "True" && UNREADY_RECHECKED.contains(&c.reason.as_str()));
-    if unready {
+    if unready_rechecked(status) {
         READINESS_RECHECK.min(opts.resync)
     } else if refused {
         opts.config_retry
     } else {
         opts.resync
     }
+}
+
+/// Whether the provider is not Ready for a reason a look at its pods may change.
+fn unready_rechecked(status: &ProviderStatus) -> bool {
+    status
+        .condition(READY)
+        .is_some_and(|c| c.status != "True" && UNREADY_RECHECKED.contains(&c.reason.as_str()))
 }
 
 // Before the first install a failed preflight also means "not installed"; once installed, the
@@ -686,7 +746,8 @@ async fn delete<P: Served>(
         );
         let blocked = Desired::failed(DELETING, reason::DELETION_BLOCKED, message);
         report_deletion(obj, p, api, ctx, blocked).await?;
-        return Ok(Action::requeue(Duration::from_secs(5)));
+        // Workload clusters are not watched: look again, less often while they stay.
+        return Ok(Action::requeue(ctx.rechecks.blocked(&provider_key(p))));
     }
     let left: Vec<_> = ctx
         .world
@@ -706,6 +767,8 @@ async fn delete<P: Served>(
         return Ok(Action::requeue(Duration::from_secs(5)));
     }
     release_finalizer(api, p).await?;
+    ctx.rechecks.disarm(&provider_key(p));
+    ctx.rechecks.unblocked(&provider_key(p));
     info!(provider = %provider_key(p), "components removed; finalizer released");
     ctx.opts
         .metrics

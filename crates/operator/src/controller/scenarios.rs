@@ -8,9 +8,11 @@ use capi_operator_api::{
     AnyProvider, CONFIGMAP_VERSION_LABEL, CoreProvider, FINALIZER, ORIGINAL_REPLICAS_ANNOTATION,
     OWNER_KIND_LABEL, OWNER_NAME_LABEL, ProviderType,
 };
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::{
+    controller::Action,
     events::{Recorder, Reporter},
-    reflector,
+    reflector, watcher,
 };
 use serde_json::{Value, json};
 
@@ -18,6 +20,7 @@ use super::{
     Ctx, FIELD_MANAGER, Lister, Options, World,
     apply::Applier,
     fake_api::{FakeApi, Recorded},
+    readiness::Rechecks,
     reconcile::{self, reason},
 };
 
@@ -58,6 +61,17 @@ fn fake_with_release() -> Arc<FakeApi> {
 
 /// The reconciler's context over the fake, with `others` in the provider caches.
 fn ctx(fake: &Arc<FakeApi>, others: Vec<AnyProvider>) -> Arc<Ctx> {
+    let (deployments, _writer) = reflector::store();
+    ctx_with(fake, others, deployments, Rechecks::default())
+}
+
+/// [`ctx`] with a cache of installed Deployments and readiness rechecks on a chosen clock.
+fn ctx_with(
+    fake: &Arc<FakeApi>,
+    others: Vec<AnyProvider>,
+    deployments: reflector::Store<Deployment>,
+    rechecks: Rechecks,
+) -> Arc<Ctx> {
     let client = fake.client();
     let mut providers: BTreeMap<ProviderType, Vec<Lister>> = BTreeMap::new();
     for t in ProviderType::ALL {
@@ -68,7 +82,6 @@ fn ctx(fake: &Arc<FakeApi>, others: Vec<AnyProvider>) -> Arc<Ctx> {
             .collect();
         providers.insert(t, vec![Arc::new(move || of_type.clone())]);
     }
-    let (deployments, _writer) = reflector::store();
     let reporter = Reporter {
         controller: FIELD_MANAGER.into(),
         instance: None,
@@ -88,6 +101,7 @@ fn ctx(fake: &Arc<FakeApi>, others: Vec<AnyProvider>) -> Arc<Ctx> {
         },
         inventory: false,
         failures: std::sync::Mutex::new(BTreeMap::new()),
+        rechecks,
         inputs: super::inputs::InputWatches::inactive(),
     })
 }
@@ -388,6 +402,26 @@ async fn deleting_the_core_provider_waits_for_the_others() -> Result<(), Box<dyn
 }
 
 #[tokio::test]
+async fn a_blocked_deletion_is_looked_at_less_and_less_often()
+-> Result<(), Box<dyn std::error::Error>> {
+    let fake = fake_with_release();
+    let bootstrap = AnyProvider::from_value(json!({
+        "apiVersion": "management.cluster.x-k8s.io/v1alpha1", "kind": "BootstrapProvider",
+        "metadata": {"name": "kubeadm", "namespace": "kubeadm-system"}, "spec": {}}))?;
+    let ctx = ctx(&fake, vec![bootstrap]);
+    fake.put(PROVIDER, deleting(&[FINALIZER]));
+    let mut delays = Vec::new();
+    for _ in 0..6 {
+        let action = reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+        delays.push(requeue_after(&action).ok_or("no requeue")?.as_secs());
+    }
+    // Workload clusters are not watched, so it polls, but not every 5 s for as long as they
+    // stay (and never less often than once a minute).
+    assert_eq!(delays, [5, 10, 20, 40, 60, 60]);
+    Ok(())
+}
+
+#[tokio::test]
 async fn deletion_with_nothing_left_releases_only_our_finalizer()
 -> Result<(), Box<dyn std::error::Error>> {
     let fake = fake_with_release();
@@ -401,5 +435,219 @@ async fn deletion_with_nothing_left_releases_only_our_finalizer()
         json!(["example.org/keep"])
     );
     assert_eq!(w.body["metadata"]["resourceVersion"], "7");
+    Ok(())
+}
+
+/// When the controller would reconcile again after `action` (None: on a change only). The
+/// field is private to kube; its Debug form is `Action { requeue_after: Some(5s) }`.
+fn requeue_after(action: &Action) -> Option<Duration> {
+    let debug = format!("{action:?}");
+    let d = debug
+        .strip_prefix("Action { requeue_after: Some(")?
+        .strip_suffix(") }")?;
+    let (number, unit) = d.split_at(d.find(|c: char| c.is_alphabetic() || c == 'µ')?);
+    let n: f64 = number.parse().ok()?;
+    let scale = match unit {
+        "s" => 1.0,
+        "ms" => 1e-3,
+        "µs" => 1e-6,
+        "ns" => 1e-9,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(n * scale))
+}
+
+/// A clock the test moves.
+#[derive(Clone)]
+struct TestClock(Arc<std::sync::Mutex<std::time::Instant>>);
+
+impl TestClock {
+    fn new() -> TestClock {
+        TestClock(Arc::new(std::sync::Mutex::new(std::time::Instant::now())))
+    }
+
+    fn rechecks(&self) -> Rechecks {
+        let now = self.0.clone();
+        Rechecks::with_clock(Arc::new(move || {
+            *now.lock().unwrap_or_else(|e| e.into_inner())
+        }))
+    }
+
+    fn advance(&self, d: Duration) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) += d;
+    }
+}
+
+/// The provider as the fake stores it (its status included), as the controller's cache
+/// would hand it over.
+fn stored_provider(fake: &FakeApi) -> Result<Arc<CoreProvider>, Box<dyn std::error::Error>> {
+    let obj = fake.get(PROVIDER).ok_or("provider gone")?;
+    Ok(Arc::new(serde_json::from_value(obj)?))
+}
+
+/// The Deployment the install applied, with a status saying whether it is available, put
+/// into the Deployment cache as its watch would.
+fn cache_deployment(
+    fake: &FakeApi,
+    writer: &mut reflector::store::Writer<Deployment>,
+    available: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut d = fake.get(DEPLOYMENT).ok_or("no Deployment applied")?;
+    d["metadata"]["namespace"] = json!(NS);
+    d["metadata"]["generation"] = json!(1);
+    let condition = if available {
+        json!({"type": "Available", "status": "True"})
+    } else {
+        json!({"type": "Available", "status": "False", "message": "Deployment does not have minimum availability."})
+    };
+    d["status"] = json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
+        "availableReplicas": if available { 2 } else { 0 }, "conditions": [condition]});
+    let d: Deployment = serde_json::from_value(d)?;
+    writer.apply_watcher_event(&watcher::Event::Apply(d));
+    Ok(())
+}
+
+type Setup = (
+    Arc<FakeApi>,
+    Arc<Ctx>,
+    TestClock,
+    reflector::store::Writer<Deployment>,
+);
+
+/// An installed provider whose Deployment is not available, after the full pass its Deployment
+/// appearing brought: Ready=False (NotAvailable).
+async fn unready_provider() -> Result<Setup, Box<dyn std::error::Error>> {
+    let fake = fake_with_release();
+    let clock = TestClock::new();
+    let (store, mut writer) = reflector::store();
+    let ctx = ctx_with(&fake, vec![], store, clock.rechecks());
+    fake.put(PROVIDER, core(json!({"version": "v1.0.0"}), &[FINALIZER]));
+    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    cache_deployment(&fake, &mut writer, false)?;
+    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    let status = fake.get(PROVIDER).ok_or("provider gone")?["status"].clone();
+    let ready = condition(&status, "Ready").ok_or("no Ready")?;
+    assert_eq!(ready["reason"], reason::NOT_AVAILABLE, "{status:#}");
+    Ok((fake, ctx, clock, writer))
+}
+
+/// Runs the controller's requeues for `span` of (test) time from the last pass's `first`
+/// delay, the way its scheduler would: each reconcile when the previous one asked.
+async fn run_requeues(
+    fake: &FakeApi,
+    ctx: &Arc<Ctx>,
+    clock: &TestClock,
+    mut next: Duration,
+    span: Duration,
+) -> Result<usize, Box<dyn std::error::Error>> {
+    let mut elapsed = Duration::ZERO;
+    let mut passes = 0;
+    while elapsed + next <= span {
+        clock.advance(next);
+        elapsed += next;
+        let action = reconcile::reconcile(stored_provider(fake)?, ctx.clone()).await?;
+        passes += 1;
+        next = requeue_after(&action).ok_or("no requeue")?;
+    }
+    Ok(passes)
+}
+
+#[tokio::test]
+async fn an_unready_provider_rechecks_only_its_pods_and_backs_off()
+-> Result<(), Box<dyn std::error::Error>> {
+    let (fake, ctx, clock, _writer) = unready_provider().await?;
+    let before = fake.requests().len();
+    let passes = run_requeues(
+        &fake,
+        &ctx,
+        &clock,
+        Duration::from_secs(5),
+        Duration::from_secs(60),
+    )
+    .await?;
+    let requests: Vec<Recorded> = fake.requests().split_off(before);
+    // 5 s, then 10 s, 20 s: three looks in the first minute (every 5 s would be twelve).
+    assert_eq!(passes, 3, "{requests:#?}");
+    // Each look lists the Pods and nothing else: no release read, no render, no apply, and
+    // no status write while nothing changes.
+    let pods = format!("/api/v1/namespaces/{NS}/pods");
+    assert!(
+        requests.iter().all(|r| r.method == "GET" && r.path == pods),
+        "{requests:#?}"
+    );
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn rechecks_give_way_to_an_available_deployment_and_to_a_changed_spec()
+-> Result<(), Box<dyn std::error::Error>> {
+    let (fake, ctx, clock, mut writer) = unready_provider().await?;
+    let configmaps = format!("/api/v1/namespaces/{NS}/configmaps");
+    let full_passes = |from: usize| {
+        fake.requests()[from..]
+            .iter()
+            .filter(|r| r.method == "GET" && r.path == configmaps)
+            .count()
+    };
+    // A spec change before the recheck is due (its watch event wakes the provider): a full pass.
+    let mut changed = fake.get(PROVIDER).ok_or("provider gone")?;
+    changed["metadata"]["generation"] = json!(4);
+    fake.put(PROVIDER, changed);
+    clock.advance(Duration::from_secs(1));
+    let before = fake.requests().len();
+    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    assert_eq!(full_passes(before), 1, "a changed spec runs the pipeline");
+    // A spec change that lands just when a recheck is due: a full pass too.
+    let mut changed = fake.get(PROVIDER).ok_or("provider gone")?;
+    changed["metadata"]["generation"] = json!(5);
+    fake.put(PROVIDER, changed);
+    clock.advance(Duration::from_secs(5));
+    let before = fake.requests().len();
+    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    assert_eq!(full_passes(before), 1, "a changed spec runs the pipeline");
+    // The Deployment turns Available; its watch wakes the provider at once: Ready.
+    cache_deployment(&fake, &mut writer, true)?;
+    clock.advance(Duration::from_millis(100));
+    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    let status = fake.get(PROVIDER).ok_or("provider gone")?["status"].clone();
+    let ready = condition(&status, "Ready").ok_or("no Ready")?;
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("True"), Some(reason::AVAILABLE)),
+        "{status:#}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_recheck_that_finds_the_deployment_available_reports_ready()
+-> Result<(), Box<dyn std::error::Error>> {
+    let (fake, ctx, clock, mut writer) = unready_provider().await?;
+    // Available, but the wake was missed (or merged with the due recheck).
+    cache_deployment(&fake, &mut writer, true)?;
+    clock.advance(Duration::from_secs(5));
+    let before = fake.requests().len();
+    let action = reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    let status = fake.get(PROVIDER).ok_or("provider gone")?["status"].clone();
+    let ready = condition(&status, "Ready").ok_or("no Ready")?;
+    assert_eq!(ready["status"], "True", "{status:#}");
+    assert_eq!(
+        condition(&status, "Reconciling").ok_or("no Reconciling")?["status"],
+        "False"
+    );
+    // The recheck wrote the status and nothing else of the pipeline ran.
+    let writes: Vec<Recorded> = fake.requests()[before..]
+        .iter()
+        .filter(|r| r.method != "GET")
+        .cloned()
+        .collect();
+    assert!(
+        writes
+            .iter()
+            .all(|w| w.path == format!("{PROVIDER}/status") || w.path == EVENTS),
+        "{writes:#?}"
+    );
+    assert_eq!(requeue_after(&action), Some(Duration::from_secs(1800)));
     Ok(())
 }
