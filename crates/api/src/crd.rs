@@ -78,6 +78,19 @@ pub(crate) struct CrdParts<'a> {
     pub no_conversion: bool,
 }
 
+/// The longest provider name: a label value's limit, as every object the operator installs
+/// carries the provider's name in a label.
+pub const MAX_NAME_LENGTH: usize = 63;
+
+/// Refuses a longer name when the object is created, rather than letting every install fail
+/// later on the label.
+fn name_length_rule() -> Value {
+    json!({
+        "rule": format!("self.metadata.name.size() <= {MAX_NAME_LENGTH}"),
+        "message": format!("metadata.name must be at most {MAX_NAME_LENGTH} characters: every object the provider installs carries it as a label value, which cannot be longer"),
+    })
+}
+
 /// A namespaced provider CRD with a status subresource, annotated with the operator version and
 /// the hash of its spec.
 pub(crate) fn provider_crd(p: CrdParts<'_>) -> Result<CustomResourceDefinition, CrdError> {
@@ -111,6 +124,7 @@ pub(crate) fn provider_crd(p: CrdParts<'_>) -> Result<CustomResourceDefinition, 
                 "schema": { "openAPIV3Schema": {
                     "description": p.description,
                     "type": "object",
+                    "x-kubernetes-validations": [name_length_rule()],
                     "properties": {
                         "apiVersion": { "type": "string", "description": api_version_description },
                         "kind": { "type": "string", "description": kind_description },
