@@ -208,7 +208,10 @@ pub const RECREATABLE: &[(&str, &str)] = &[
         "admissionregistration.k8s.io",
         "ValidatingWebhookConfiguration",
     ),
-    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+    ),
     ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
     (
         "admissionregistration.k8s.io",
@@ -983,7 +986,10 @@ mod tests {
             ("batch", "Job"),
             ("", "Service"),
             ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-            ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+            (
+                "admissionregistration.k8s.io",
+                "ValidatingWebhookConfiguration",
+            ),
         ] {
             assert!(recreatable(&key(g, k)), "{g}/{k}");
         }
