@@ -80,6 +80,10 @@ pub mod reason {
     /// The release needs cert-manager's kinds (Certificate, Issuer) and the cluster does not
     /// serve them; retried as soon as cert-manager's CRDs appear.
     pub const CERT_MANAGER_NOT_INSTALLED: &str = "CertManagerNotInstalled";
+    /// The apiserver refused a change of an installed CustomResourceDefinition (an immutable
+    /// field such as spec.scope, a removed stored version): the upgrade stops, the CRD and its
+    /// custom resources are kept and the previous release keeps running (Stalled).
+    pub const CRD_CHANGE_REFUSED: &str = "CustomResourceDefinitionChangeRefused";
     /// Applying is being retried after a temporary failure.
     pub const APPLY_RETRYING: &str = "ApplyRetrying";
     /// Components installed.

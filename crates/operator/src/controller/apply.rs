@@ -67,6 +67,20 @@ pub enum ApplyError {
         /// The apiserver's message.
         message: String,
     },
+    /// The apiserver refused a change of an installed CustomResourceDefinition (an immutable
+    /// field such as spec.scope or spec.names, a stored version removed). The CRD is never
+    /// deleted to force the change: that would delete every custom resource of it.
+    #[error(
+        "the apiserver refused the change of CustomResourceDefinition {name} ({fields}): {message}; nothing was deleted and the installed release keeps running"
+    )]
+    CrdChangeRefused {
+        /// The CRD's name.
+        name: String,
+        /// The refused fields (e.g. `spec.scope`), as the apiserver names them.
+        fields: String,
+        /// The apiserver's message.
+        message: String,
+    },
     /// A CRD did not become Established in time.
     #[error("CustomResourceDefinition {0} did not become Established")]
     NotEstablished(String),
@@ -104,6 +118,9 @@ impl ApplyError {
         {
             return reason::CERT_MANAGER_NOT_INSTALLED;
         }
+        if let ApplyError::CrdChangeRefused { .. } = self {
+            return reason::CRD_CHANGE_REFUSED;
+        }
         if self.is_transient() {
             reason::APPLY_RETRYING
         } else {
@@ -120,14 +137,97 @@ impl ApplyError {
     }
 }
 
+/// What a failed write of `key` means. The apiserver refusing a CRD (invalid, 400 or 422) is a
+/// [`ApplyError::CrdChangeRefused`] naming the fields; an immutable field of a kind that is
+/// not [`recreatable`] says it is left alone.
 fn classify(key: &ObjKey, e: kube::Error) -> ApplyError {
-    match &e {
-        kube::Error::Api(s) if matches!(s.code, 400 | 403 | 404 | 422) => ApplyError::Refused {
-            key: key.to_string(),
-            message: s.message.clone(),
-        },
-        _ => ApplyError::Transient(e),
+    let kube::Error::Api(s) = &e else {
+        return ApplyError::Transient(e);
+    };
+    if is_crd(key) && matches!(s.code, 400 | 422) {
+        return crd_refused(key, s);
     }
+    if !matches!(s.code, 400 | 403 | 404 | 422) {
+        return ApplyError::Transient(e);
+    }
+    let mut message = s.message.clone();
+    if is_immutable_field(&e) {
+        message.push_str(&format!(
+            "; a {} is never deleted and re-created by the operator, as it may hold user data: change or delete it by hand",
+            key.kind
+        ));
+    }
+    ApplyError::Refused {
+        key: key.to_string(),
+        message,
+    }
+}
+
+fn is_crd(key: &ObjKey) -> bool {
+    key.group == "apiextensions.k8s.io" && key.kind == "CustomResourceDefinition"
+}
+
+fn crd_refused(key: &ObjKey, s: &kube::core::Status) -> ApplyError {
+    let fields: Vec<&str> = s
+        .details
+        .iter()
+        .flat_map(|d| &d.causes)
+        .map(|c| c.field.as_str())
+        .filter(|f| !f.is_empty())
+        .collect();
+    ApplyError::CrdChangeRefused {
+        name: key.name.clone(),
+        fields: if fields.is_empty() {
+            "field not named by the apiserver".into()
+        } else {
+            fields.join(", ")
+        },
+        message: s.message.clone(),
+    }
+}
+
+/// Kinds (group, kind) whose objects the operator deletes and creates again when a new release
+/// changes a field the apiserver keeps immutable (a Deployment's selector, a binding's
+/// roleRef, a Service's clusterIP): they hold no user data, everything in them comes from
+/// the release, and re-creating them is what the upgrade needs. Any other kind (above all a
+/// CustomResourceDefinition, whose deletion deletes every custom resource of it; a Namespace;
+/// a PersistentVolumeClaim; a Secret or ConfigMap that may hold user data) is never deleted:
+/// the apply fails and says so.
+pub const RECREATABLE: &[(&str, &str)] = &[
+    ("apps", "Deployment"),
+    ("apps", "DaemonSet"),
+    ("batch", "Job"),
+    ("", "Service"),
+    ("", "ServiceAccount"),
+    ("policy", "PodDisruptionBudget"),
+    ("rbac.authorization.k8s.io", "Role"),
+    ("rbac.authorization.k8s.io", "RoleBinding"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+    ),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicyBinding",
+    ),
+];
+
+/// Whether an immutable-field change of `key` may be carried out by re-creating it.
+pub fn recreatable(key: &ObjKey) -> bool {
+    RECREATABLE
+        .iter()
+        .any(|(g, k)| *g == key.group && *k == key.kind)
+}
+
+fn is_immutable_field(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 422 && s.message.contains("field is immutable"))
 }
 
 /// Resolved resource of a kind.
@@ -436,8 +536,31 @@ impl Applier {
         let known = self.applied.lock().ok().and_then(|a| a.get(key).cloned());
         match (live, known) {
             (Some(l), Some(k)) => !unchanged(obj, key, l, &k, hash),
-            (Some(l), None) => !unchanged_since_restart(l, hash),
+            (Some(l), None) => {
+                if !unchanged_since_restart(l, hash) {
+                    return true;
+                }
+                // Trusted on its hash label (a restart): from now on the object is compared
+                // with what is live now, as if just applied, so a later change that leaves no
+                // managedFields entry (a JSON-patch `remove`) is still seen as drift.
+                self.remember(key, l, hash);
+                false
+            }
             (None, _) => true,
+        }
+    }
+
+    /// Records `live` as what the operator applied to `key` with content `hash` (in memory only).
+    fn remember(&self, key: &ObjKey, live: &Live, hash: &str) {
+        if let Ok(mut a) = self.applied.lock() {
+            a.insert(
+                key.clone(),
+                Applied {
+                    rv: live.rv.clone(),
+                    generation: live.generation,
+                    hash: hash.to_string(),
+                },
+            );
         }
     }
 
@@ -523,11 +646,42 @@ impl Applier {
                 .map(|p| (p.key.group.as_str(), p.key.kind.as_str())),
         );
         report.applied += first.len() + rest.len();
+        self.check_crd_changes(&first).await?;
         report.repaired.extend(self.apply_many(first).await?);
         futures::future::try_join_all(needed.iter().map(|name| self.wait_established(name)))
             .await?;
         report.repaired.extend(self.apply_many(rest).await?);
         Ok(report)
+    }
+
+    /// Asks the apiserver, in a dry run that writes nothing, whether it accepts each new content
+    /// of an installed CRD among `batch`. One it refuses (spec.scope changed, say) stops the pass
+    /// before anything of the release is written or pruned: the installed release keeps
+    /// running as it was, and the CRD is never deleted to force the change.
+    async fn check_crd_changes(&self, batch: &[Pending<'_>]) -> Result<(), ApplyError> {
+        // Content applied before (a drift repair) was accepted then; a new CRD has nothing
+        // that could be immutable.
+        let changes: Vec<&Pending<'_>> = batch
+            .iter()
+            .filter(|p| is_crd(&p.key) && p.seen.is_some() && !p.known_same)
+            .collect();
+        for group in changes.chunks(APPLY_CONCURRENCY) {
+            futures::future::try_join_all(group.iter().map(|p| self.dry_run(p))).await?;
+        }
+        Ok(())
+    }
+
+    /// A server-side apply of `p` in a dry run: the apiserver validates it and stores nothing.
+    async fn dry_run(&self, p: &Pending<'_>) -> Result<(), ApplyError> {
+        let body = with_hash(p.obj, &p.hash);
+        let r = self.resolve(&gvk_of(&body)).await?;
+        let mut params = PatchParams::apply(FIELD_MANAGER).force();
+        params.dry_run = true;
+        self.api(&r, &p.key.namespace)
+            .patch(&p.key.name, &params, &Patch::Apply(&body))
+            .await
+            .map(drop)
+            .map_err(|e| classify(&p.key, e))
     }
 
     /// Applies a batch, several at a time; gives the repairs (see [`Pending::repaired`]).
@@ -557,11 +711,9 @@ impl Applier {
         let api = self.api(&r, &key.namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let result = match api.patch(&key.name, &params, &Patch::Apply(obj)).await {
-            Err(kube::Error::Api(s))
-                if s.code == 422 && s.message.contains("field is immutable") =>
-            {
-                // A new version changed an immutable field (e.g. a Deployment selector): the
-                // object is replaced, which is what an upgrade needs.
+            Err(e) if is_immutable_field(&e) && recreatable(&key) => {
+                // A new version changed an immutable field (e.g. a Deployment selector) of an
+                // object holding no user data: it is replaced, which is what an upgrade needs.
                 tracing::info!(object = %key, "immutable field changed; recreating");
                 self.recreate(&api, &key).await?;
                 api.patch(&key.name, &params, &Patch::Apply(obj))
@@ -815,5 +967,113 @@ mod tests {
             with_hash(&a, "abc")["metadata"]["labels"][APPLIED_HASH_LABEL],
             "abc"
         );
+    }
+
+    fn key(group: &str, kind: &str) -> ObjKey {
+        ObjKey {
+            group: group.into(),
+            kind: kind.into(),
+            namespace: String::new(),
+            name: "x".into(),
+        }
+    }
+
+    #[test]
+    fn only_kinds_without_user_data_are_recreated_for_an_immutable_field() {
+        for (g, k) in [
+            ("apps", "Deployment"),
+            ("apps", "DaemonSet"),
+            ("batch", "Job"),
+            ("", "Service"),
+            ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+            (
+                "admissionregistration.k8s.io",
+                "ValidatingWebhookConfiguration",
+            ),
+        ] {
+            assert!(recreatable(&key(g, k)), "{g}/{k}");
+        }
+        for (g, k) in [
+            ("apiextensions.k8s.io", "CustomResourceDefinition"),
+            ("", "Namespace"),
+            ("", "PersistentVolumeClaim"),
+            ("", "Secret"),
+            ("", "ConfigMap"),
+            ("apps", "StatefulSet"),
+            ("cluster.x-k8s.io", "Cluster"),
+            // A kind of the same name in another group is not the allowed one.
+            ("example.org", "Deployment"),
+        ] {
+            assert!(!recreatable(&key(g, k)), "{g}/{k}");
+        }
+    }
+
+    fn invalid(message: &str, field: &str) -> kube::Error {
+        let status: kube::core::Status = serde_json::from_value(json!({
+            "status": "Failure", "code": 422, "reason": "Invalid", "message": message,
+            "details": {"causes": [{"reason": "FieldValueInvalid", "field": field,
+                "message": "Invalid value: \"Cluster\": field is immutable"}]},
+        }))
+        .unwrap();
+        kube::Error::Api(status.boxed())
+    }
+
+    #[test]
+    fn a_refused_crd_change_names_the_crd_and_field_and_waits_for_a_change() {
+        let crd = ObjKey {
+            name: "widgets.example.org".into(),
+            ..key("apiextensions.k8s.io", "CustomResourceDefinition")
+        };
+        let msg = "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.org\" is invalid: spec.scope: Invalid value: \"Cluster\": field is immutable";
+        let e = classify(&crd, invalid(msg, "spec.scope"));
+        assert!(
+            matches!(&e, ApplyError::CrdChangeRefused { name, fields, .. }
+                if name == "widgets.example.org" && fields == "spec.scope"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.reason(),
+            capi_operator_api::conditions::reason::CRD_CHANGE_REFUSED
+        );
+        assert!(!e.is_transient());
+        let text = e.to_string();
+        assert!(text.contains("widgets.example.org") && text.contains("spec.scope"));
+        assert!(text.contains("nothing was deleted"), "{text}");
+        // An immutable field of a kind that may hold user data: refused, and said why.
+        let secret = key("", "Secret");
+        let e = classify(&secret, invalid("data: field is immutable", "data"));
+        assert!(matches!(&e, ApplyError::Refused { .. }), "{e:?}");
+        assert!(e.to_string().contains("never deleted"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn after_a_restart_a_change_without_a_managed_fields_trace_is_drift() {
+        let fake = super::super::fake_api::FakeApi::new();
+        let applier = Applier::new(fake.client());
+        let webhook = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "w"},
+            "webhooks": [{"name": "a"}, {"name": "b"}]});
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": "ns"}, "spec": {"replicas": 1}});
+        // What a restarted operator sees: its hash label, its managedFields entry the newest.
+        let live = |obj: &Value, rv: &str, generation: Option<i64>| Live {
+            rv: rv.into(),
+            generation,
+            labels: [(APPLIED_HASH_LABEL.to_string(), content_hash(obj))].into(),
+            ours_last: true,
+            ..Live::default()
+        };
+        // At start: trusted, no request (a restart writes nothing).
+        assert!(!applier.needs_apply(&webhook, Some(&live(&webhook, "10", None))));
+        assert!(!applier.needs_apply(&deployment, Some(&live(&deployment, "20", Some(3)))));
+        // Unchanged since: still nothing to do.
+        assert!(!applier.needs_apply(&webhook, Some(&live(&webhook, "10", None))));
+        // A JSON-patch remove: a new resourceVersion, no managedFields entry of the editor.
+        assert!(applier.needs_apply(&webhook, Some(&live(&webhook, "11", None))));
+        // For a generation kind a spec change moves the generation; a status write does not.
+        assert!(applier.needs_apply(&deployment, Some(&live(&deployment, "21", Some(4)))));
+        assert!(!applier.needs_apply(&deployment, Some(&live(&deployment, "22", Some(3)))));
+        // Nothing was sent to the apiserver by these checks.
+        assert!(fake.requests().is_empty());
     }
 }
