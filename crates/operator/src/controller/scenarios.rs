@@ -204,10 +204,17 @@ async fn a_version_the_user_set_meanwhile_is_never_overwritten()
     let p: CoreProvider = serde_json::from_value(read)?;
     reconcile::reconcile(Arc::new(p), ctx(&fake, vec![])).await?;
     let stored = fake.get(PROVIDER).ok_or("provider gone")?;
-    assert_eq!(stored["spec"]["version"], "v0.9.0", "the user's version stands");
+    assert_eq!(
+        stored["spec"]["version"], "v0.9.0",
+        "the user's version stands"
+    );
     let writes = fake.writes();
     let spec = patches_of(&writes, PROVIDER);
-    assert_eq!(spec.len(), 1, "one conditional write, no retry over it: {writes:#?}");
+    assert_eq!(
+        spec.len(),
+        1,
+        "one conditional write, no retry over it: {writes:#?}"
+    );
     assert_eq!(spec[0].body["metadata"]["resourceVersion"], "7");
     // Nothing is installed, and no event claims a resolved version.
     assert!(patches_of(&writes, DEPLOYMENT).is_empty());
@@ -302,8 +309,14 @@ async fn a_release_of_many_privileged_objects_gets_an_event_the_api_accepts()
     let note = event.body["note"].as_str().ok_or("no note")?;
     // events.k8s.io refuses a note over 1 KiB: the whole event would be lost.
     assert!(note.len() <= 1024, "{} bytes: {note}", note.len());
-    assert!(note.contains("sample-admin-binding-000 binds cluster-admin"), "{note}");
-    assert!(note.contains(" more"), "what is left out is counted: {note}");
+    assert!(
+        note.contains("sample-admin-binding-000 binds cluster-admin"),
+        "{note}"
+    );
+    assert!(
+        note.contains(" more"),
+        "what is left out is counted: {note}"
+    );
     Ok(())
 }
 
