@@ -277,6 +277,62 @@ fn invalid_objects_are_rejected_with_clear_messages() -> TestResult {
     Ok(())
 }
 
+/// The operator writes a resolved `spec.version` as a merge patch naming the resourceVersion it
+/// read (as the mocked apiserver of the fast tier assumes): a version the user set since then
+/// must make that write fail with a conflict, never be overwritten.
+#[test]
+fn a_version_write_naming_a_stale_resource_version_conflicts() -> TestResult {
+    let c = setup()?;
+    let ns = format!("capi-version-cas-{}", std::process::id());
+    c.ensure_namespace(&ns)?;
+    let file = std::env::temp_dir().join(format!("{ns}.yaml"));
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: CoreProvider\nmetadata:\n  name: cluster-api\n  namespace: {ns}\n"
+        ),
+    )?;
+    c.kubectl_ok(&["create", "-f", &file.to_string_lossy()])?;
+    let get = |path: &str| {
+        c.kubectl_ok(&[
+            "get",
+            "-n",
+            &ns,
+            "coreprovider/cluster-api",
+            "-o",
+            &format!("jsonpath={{{path}}}"),
+        ])
+    };
+    let read = get(".metadata.resourceVersion")?;
+    // The user sets a version after the operator read the object.
+    c.kubectl_ok(&[
+        "patch",
+        "-n",
+        &ns,
+        "coreprovider/cluster-api",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"version":"v0.9.0"}}"#,
+    ])?;
+    let operator_write = format!(
+        r#"{{"metadata":{{"resourceVersion":"{}"}},"spec":{{"version":"v1.0.0"}}}}"#,
+        read.trim()
+    );
+    let (ok, _, err) = c.kubectl(&[
+        "patch",
+        "-n",
+        &ns,
+        "coreprovider/cluster-api",
+        "--type=merge",
+        "-p",
+        &operator_write,
+    ])?;
+    assert!(!ok, "a write on a stale read went through");
+    assert!(err.contains("the object has been modified"), "{err}");
+    assert_eq!(get(".spec.version")?.trim(), "v0.9.0");
+    Ok(())
+}
+
 #[test]
 fn managed_by_annotation_is_one_way() -> TestResult {
     let c = setup()?;

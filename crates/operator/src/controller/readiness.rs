@@ -41,8 +41,9 @@ pub use capi_operator_api::rollout::availability;
 pub const RECHECK_FIRST: Duration = Duration::from_secs(5);
 /// Longest delay between readiness rechecks.
 pub const RECHECK_CAP: Duration = Duration::from_secs(300);
-/// Longest delay between looks at a deletion waiting for what blocks it: shorter than
-/// [`RECHECK_CAP`], as a user who removed the last workload cluster waits for this one.
+/// Longest delay between looks at a provider waiting for something it does not watch (a
+/// deletion for the workload clusters that block it, a provider for its core provider):
+/// shorter than [`RECHECK_CAP`], as a user who removed the last workload cluster waits.
 pub const BLOCKED_CAP: Duration = Duration::from_secs(60);
 
 /// The delay before the `n`-th consecutive look (from 0): [`RECHECK_FIRST`] doubling, at most
@@ -146,7 +147,8 @@ impl Rechecks {
         self.armed().remove(key);
     }
 
-    /// The delay before looking again at a deletion of `key` still blocked.
+    /// The delay before looking again at `key`, still blocked (its deletion, or its install
+    /// waiting for the core provider).
     pub fn blocked(&self, key: &str) -> Duration {
         let mut blocked = self.blocked.lock().unwrap_or_else(|e| e.into_inner());
         let n = blocked.entry(key.to_string()).or_insert(0);
@@ -155,7 +157,7 @@ impl Rechecks {
         delay
     }
 
-    /// The deletion of `key` is no longer blocked.
+    /// `key` is no longer blocked.
     pub fn unblocked(&self, key: &str) {
         if let Ok(mut b) = self.blocked.lock() {
             b.remove(key);

@@ -156,9 +156,6 @@ impl Outcome {
     }
 }
 
-/// How soon a provider waiting for the core provider looks again.
-const WAIT_FOR_CORE_RECHECK: Duration = Duration::from_secs(5);
-
 /// Reconciles one provider object, recording the reconcile in the metrics.
 pub async fn reconcile<P: Served>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
@@ -412,6 +409,7 @@ fn settle(
             if let Ok(mut f) = ctx.failures.lock() {
                 f.remove(&key);
             }
+            ctx.rechecks.unblocked(&key);
             let mut after = healthy_requeue(status, &ctx.opts);
             if unready_rechecked(status) {
                 // The requeue brings a readiness-only recheck (unless a change comes first).
@@ -437,10 +435,13 @@ fn settle(
     }
     // Waiting for the core provider is not a configuration problem. A change of the core
     // provider wakes this one at once, but that event can arrive before the cache this check
-    // reads has seen it; a short re-check closes that gap.
+    // reads has seen it; a short re-check closes that gap, backing off while the wait lasts.
     let after = if pb.reason == reason::WAITING_FOR_CORE {
-        ctx.opts.config_retry.min(WAIT_FOR_CORE_RECHECK)
+        ctx.opts
+            .config_retry
+            .min(ctx.rechecks.blocked(&provider_key(p)))
     } else {
+        ctx.rechecks.unblocked(&provider_key(p));
         ctx.opts.config_retry
     };
     let failed = Desired::failed(pb.condition, pb.reason, pb.message);

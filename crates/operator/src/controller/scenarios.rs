@@ -435,6 +435,31 @@ async fn a_blocked_deletion_is_looked_at_less_and_less_often()
 }
 
 #[tokio::test]
+async fn a_provider_waiting_for_its_core_provider_looks_less_and_less_often()
+-> Result<(), Box<dyn std::error::Error>> {
+    let fake = fake_with_release();
+    let ctx = ctx(&fake, vec![]);
+    let path = "/apis/management.cluster.x-k8s.io/v1alpha1/namespaces/capi-system/bootstrapproviders/kubeadm";
+    let mut obj = core(json!({"version": "v1.0.0"}), &[FINALIZER]);
+    obj["kind"] = json!("BootstrapProvider");
+    obj["metadata"]["name"] = json!("kubeadm");
+    fake.put(path, obj);
+    let mut delays = Vec::new();
+    for _ in 0..6 {
+        let p: capi_operator_api::BootstrapProvider =
+            serde_json::from_value(fake.get(path).ok_or("provider gone")?)?;
+        let action = reconcile::reconcile(Arc::new(p), ctx.clone()).await?;
+        delays.push(requeue_after(&action).ok_or("no requeue")?.as_secs());
+    }
+    let status = fake.get(path).ok_or("provider gone")?["status"].clone();
+    let preflight = condition(&status, "PreflightCheckPassed").ok_or("no preflight")?;
+    assert_eq!(preflight["reason"], reason::WAITING_FOR_CORE, "{status:#}");
+    // A core provider appearing wakes it through its watch; the looks in between back off.
+    assert_eq!(delays, [5, 10, 20, 40, 60, 60]);
+    Ok(())
+}
+
+#[tokio::test]
 async fn deletion_with_nothing_left_releases_only_our_finalizer()
 -> Result<(), Box<dyn std::error::Error>> {
     let fake = fake_with_release();
