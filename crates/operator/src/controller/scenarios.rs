@@ -79,7 +79,7 @@ fn ctx(fake: &Arc<FakeApi>, others: Vec<AnyProvider>) -> Arc<Ctx> {
         client,
         world: World {
             providers,
-            owned: Vec::new(),
+            owned: super::OwnedKinds::default(),
             deployments,
         },
         opts: Options {
