@@ -4,6 +4,7 @@
 //! they change); their events are routed to the controller of the provider concerned.
 
 pub mod apply;
+pub mod budget;
 pub mod conditions;
 #[cfg(test)]
 mod fake_api;
@@ -115,6 +116,8 @@ pub struct Options {
     pub clusterctl_inventory: bool,
     /// The provider APIs served: this operator's, cluster-api-operator's v1alpha2, or both.
     pub apis: Vec<ProviderApi>,
+    /// Memory for fetching and rendering releases, shared by every provider.
+    pub memory_budget: Arc<budget::Budget>,
 }
 
 impl Default for Options {
@@ -131,6 +134,7 @@ impl Default for Options {
             health: Arc::default(),
             clusterctl_inventory: true,
             apis: ProviderApi::ALL.to_vec(),
+            memory_budget: Arc::default(),
         }
     }
 }
