@@ -656,7 +656,7 @@ async fn delete<P: Served>(
     // A kind served since the last CRD event (cert-manager installed a moment ago) may hold
     // objects of this provider the caches have not listed yet.
     if !ctx.world.owned.current().await {
-        return Ok(Action::requeue(Duration::from_secs(1)));
+        return Ok(Action::requeue(Duration::from_secs(2)));
     }
     release_finalizer(api, p).await?;
     info!(provider = %provider_key(p), "components removed; finalizer released");
