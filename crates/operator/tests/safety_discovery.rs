@@ -62,7 +62,7 @@ async fn cert_manager_installed_after_the_operator_is_owned() -> TestResult {
         &label,
     )
     .await?;
-    let _operator = start_operator(cluster, &[])?;
+    let operator = start_operator(cluster, &[])?;
     // The operator has discovered its kinds (and found no cert-manager) before it arrives.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let crds = shared.join("testdata/cert-manager/crds.yaml");
@@ -131,5 +131,28 @@ async fn cert_manager_installed_after_the_operator_is_owned() -> TestResult {
             "{kind} left after the provider was deleted: {left:?}"
         );
     }
+
+    // cert-manager removed, then back: the kinds' watches stop (rather than failing forever)
+    // and start again.
+    let said = |what: &'static str| {
+        let logs = operator.logs();
+        move |kind: &str| {
+            logs.lines()
+                .filter(|l| l.contains(what) && l.contains(&format!("\"{kind}\"")))
+                .count()
+        }
+    };
+    cluster.kubectl_ok(&["delete", "-f", &crds.to_string_lossy(), "--wait=true"])?;
+    until("the watches' end", Duration::from_secs(60), || {
+        let stopped = said("kind no longer served");
+        Ok(stopped("Certificate") == 1 && stopped("Issuer") == 1)
+    })
+    .await?;
+    cluster.kubectl_ok(&["apply", "--server-side", "-f", &crds.to_string_lossy()])?;
+    until("the watches' restart", Duration::from_secs(60), || {
+        let started = said("kind served; watching");
+        Ok(started("Certificate") == 2 && started("Issuer") == 2)
+    })
+    .await?;
     Ok(())
 }

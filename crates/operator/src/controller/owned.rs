@@ -4,7 +4,10 @@
 //! when their CRDs are deleted: the set follows the CRD watch, so what a provider installed of
 //! such a kind is watched, repaired, pruned and deleted with it like the rest.
 
-use std::sync::{Arc, RwLock};
+use std::{
+    sync::{Arc, RwLock},
+    time::Duration,
+};
 
 use futures::FutureExt;
 use kube::{
@@ -18,7 +21,7 @@ use kube::{
     },
 };
 use tokio::sync::mpsc;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::{
     OWNED_KINDS, Task, Triggers, apply, changes_that_wake, installer, route, selector,
@@ -143,7 +146,10 @@ impl OwnedKinds {
                 }
                 Err(e) if watched => warn!(kind = *k, group = *g, error = %e, "discovery failed"),
                 // cert-manager may be absent; its kinds are watched once its CRDs arrive.
-                Err(e) => info!(kind = *k, group = *g, error = %e, "kind not served; not watched"),
+                Err(e) if group.is_none() => {
+                    info!(kind = *k, group = *g, error = %e, "kind not served; not watched")
+                }
+                Err(e) => debug!(kind = *k, group = *g, error = %e, "kind not served yet"),
             }
         }
         changed
@@ -178,19 +184,43 @@ fn watch(w: &Watching, ar: ApiResource, namespaced: bool) -> OwnedKind {
     }
 }
 
+/// Re-discoveries after the last CRD event of a group: API discovery serves a new kind a
+/// moment after its CRD is Established, when no further CRD event comes (0.25 s doubling: 8 s).
+const RECHECKS: u32 = 5;
+
 /// Re-discovers the owned kinds of each group the returned sender names (the CRD watch sends
-/// the group of every CRD event of an owned group: created, Established, deleted).
+/// the group of every CRD event of an owned group: created, Established, deleted), and again
+/// [`RECHECKS`] times after the group's last event.
 pub(super) fn follow_crds(
     ctx: std::sync::Weak<super::Ctx>,
 ) -> (mpsc::UnboundedSender<String>, Task) {
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     let task: Task = Box::pin(async move {
-        while let Some(first) = rx.recv().await {
-            // A cert-manager install brings a burst of CRD events: one discovery per group.
-            let mut groups = std::collections::BTreeSet::from([first]);
-            while let Ok(g) = rx.try_recv() {
-                groups.insert(g);
-            }
+        let mut recheck = std::collections::BTreeSet::new();
+        let mut round = 0;
+        loop {
+            let event = if recheck.is_empty() {
+                Ok(rx.recv().await)
+            } else {
+                tokio::time::timeout(Duration::from_millis(250 << round), rx.recv()).await
+            };
+            let groups = match event {
+                Ok(Some(first)) => {
+                    round = 0;
+                    let groups = burst(first, &mut rx);
+                    recheck.extend(groups.iter().cloned());
+                    groups
+                }
+                Ok(None) => return,
+                Err(_) => {
+                    round += 1;
+                    if round >= RECHECKS {
+                        std::mem::take(&mut recheck)
+                    } else {
+                        recheck.clone()
+                    }
+                }
+            };
             let Some(ctx) = ctx.upgrade() else { return };
             for g in groups {
                 ctx.world.owned.discover(Some(&g)).await;
@@ -198,6 +228,19 @@ pub(super) fn follow_crds(
         }
     });
     (tx, task)
+}
+
+/// The groups of a burst of CRD events (a cert-manager install brings dozens): one discovery
+/// per group.
+fn burst(
+    first: String,
+    rx: &mut mpsc::UnboundedReceiver<String>,
+) -> std::collections::BTreeSet<String> {
+    let mut groups = std::collections::BTreeSet::from([first]);
+    while let Ok(g) = rx.try_recv() {
+        groups.insert(g);
+    }
+    groups
 }
 
 #[cfg(test)]
