@@ -89,6 +89,13 @@ impl Budget {
     /// of it, so such a release is processed alone rather than never.
     pub async fn acquire(&self, bytes: u64) -> Share {
         let n = kib(bytes).min(self.total_kib);
+        if self.permits.available_permits() < n as usize {
+            tracing::debug!(
+                wanted_mib = u64::from(n) / 1024,
+                free_mib = self.available() / MIB,
+                "waiting for release memory"
+            );
+        }
         Share {
             permit: self.permits.clone().acquire_many_owned(n).await.ok(),
         }
