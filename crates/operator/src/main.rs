@@ -126,6 +126,11 @@ struct RunArgs {
     /// Seconds between leader election attempts.
     #[arg(long, default_value_t = 2)]
     leader_election_retry_seconds: u64,
+    /// MiB of memory for fetching and rendering releases, shared by all providers: a release
+    /// that does not fit waits for others to finish. Default: the container's memory limit less
+    /// 64 MiB (at least a quarter of it), or 512 MiB without a limit.
+    #[arg(long, env = "CAPI_OPERATOR_RELEASE_MEMORY_MIB")]
+    release_memory_mib: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -218,6 +223,7 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         health: std::sync::Arc::default(),
         clusterctl_inventory: args.clusterctl_inventory,
         apis: args.served_groups.clone(),
+        memory_budget: std::sync::Arc::new(release_memory(args.release_memory_mib)),
     };
     let metrics_addr = bind_address(&args.metrics_bind_address)?;
     let health_addr = bind_address(&args.health_probe_bind_address)?;
@@ -281,6 +287,17 @@ fn bind_address(s: &str) -> anyhow::Result<Option<std::net::SocketAddr>> {
     s.parse()
         .map(Some)
         .with_context(|| format!("invalid bind address {s:?}"))
+}
+
+/// The release memory budget: `--release-memory-mib`, else sized from the cgroup's limit.
+fn release_memory(mib: Option<u64>) -> controller::budget::Budget {
+    use controller::budget;
+    let bytes = match mib {
+        Some(m) => m.saturating_mul(1024 * 1024),
+        None => budget::from_limit(budget::cgroup_memory_limit()),
+    };
+    tracing::info!(mib = bytes / (1024 * 1024), "release memory budget");
+    budget::Budget::new(bytes)
 }
 
 /// This replica's identity in leader election: the Pod name, else host name and process id.

@@ -35,6 +35,7 @@ use tracing::{Instrument, debug, debug_span, info, warn};
 use super::{
     Ctx,
     apply::{ApplyReport, key_of},
+    budget::Share,
     conditions::{self, Desired},
     preflight, provider_key,
     reconcile::{Error, Outcome, Problem, list_note, merge_params, problem, publish, reason},
@@ -68,6 +69,9 @@ struct Fetched {
     version: String,
     release: Release,
     contract: String,
+    /// The release's share of the memory budget, held until the install pass ends (the
+    /// rendered objects live until they are applied).
+    _memory: Share,
 }
 
 /// Runs the phases in order and gives the outcome.
@@ -240,12 +244,20 @@ async fn latest_version<P>(s: &State<'_, P>, chosen: &Chosen) -> Phase<String> {
     }
 }
 
-/// The release (through the in-cluster cache for remote sources) and its contract.
+/// The release (through the in-cluster cache for remote sources) and its contract, within the
+/// memory budget: an estimate is held while fetching, then the release's own cost.
 async fn fetch<P>(s: &State<'_, P>, chosen: &Chosen, version: String) -> Phase<Fetched> {
+    let budget = &s.ctx.opts.memory_budget;
+    let key = provider_key(s.p);
+    let share = budget.acquire(budget.estimate(&key, &version)).await;
     let release = match cached_fetch(s.ctx, s.p, chosen, &version).await {
         Ok(r) => r,
         Err(e) => return end(Outcome::from_source(PROVIDER_INSTALLED, e)),
     };
+    let size = release.components.len() + release.metadata.len();
+    let memory = budget
+        .resize(share, budget.learn(&key, &version, size))
+        .await;
     let contract = Metadata::parse(&release.metadata)
         .map_err(|e| format!("release {version}: {e}"))
         .and_then(|m| {
@@ -258,6 +270,7 @@ async fn fetch<P>(s: &State<'_, P>, chosen: &Chosen, version: String) -> Phase<F
             version,
             release,
             contract,
+            _memory: memory,
         }),
         Err(message) => end(problem(
             PREFLIGHT_CHECK_PASSED,

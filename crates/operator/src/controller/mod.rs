@@ -4,6 +4,7 @@
 //! they change); their events are routed to the controller of the provider concerned.
 
 pub mod apply;
+pub mod budget;
 pub mod conditions;
 #[cfg(test)]
 mod fake_api;
@@ -12,6 +13,7 @@ pub mod install;
 pub mod inventory;
 pub mod kstatus;
 pub mod labels;
+pub mod owned;
 pub mod preflight;
 pub mod readiness;
 pub mod reconcile;
@@ -33,8 +35,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
     Api, Client, ResourceExt,
-    api::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta},
-    discovery::Scope,
+    api::{ApiResource, GroupVersionKind, PartialObjectMeta},
     runtime::{
         Controller, WatchStreamExt,
         controller::Config as ControllerConfig,
@@ -49,14 +50,17 @@ use tracing::{info, warn};
 use apply::{Applier, ObjKey};
 use served::Served;
 
+pub use owned::{OwnedKind, OwnedKinds};
+
 /// Field manager of everything the operator applies.
 pub const FIELD_MANAGER: &str = "capi-provider-operator";
 pub use capi_operator_api::{
     OWNER_API_LABEL, OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL,
 };
 
-/// Kinds watched for drift repair and pruning (`group`, `version`, `kind`). Objects of other
-/// kinds in a release are applied but neither pruned nor repaired.
+/// Kinds watched for drift repair and pruning (`group`, `version`, `kind`), from the moment
+/// the cluster serves them (see [`owned`]). Objects of other kinds in a release are applied but
+/// neither pruned nor repaired.
 pub const OWNED_KINDS: &[(&str, &str, &str)] = &[
     ("", "v1", "Namespace"),
     ("", "v1", "ServiceAccount"),
@@ -112,6 +116,8 @@ pub struct Options {
     pub clusterctl_inventory: bool,
     /// The provider APIs served: this operator's, cluster-api-operator's v1alpha2, or both.
     pub apis: Vec<ProviderApi>,
+    /// Memory for fetching and rendering releases, shared by every provider.
+    pub memory_budget: Arc<budget::Budget>,
 }
 
 impl Default for Options {
@@ -128,27 +134,18 @@ impl Default for Options {
             health: Arc::default(),
             clusterctl_inventory: true,
             apis: ProviderApi::ALL.to_vec(),
+            memory_budget: Arc::default(),
         }
     }
 }
 
 type Lister = Arc<dyn Fn() -> Vec<AnyProvider> + Send + Sync>;
 
-/// One watched kind of installed objects.
-pub struct OwnedKind {
-    /// Its resource.
-    pub resource: ApiResource,
-    /// Whether it is namespaced.
-    pub namespaced: bool,
-    /// Metadata of the objects the operator installed.
-    pub store: Store<PartialObjectMeta<DynamicObject>>,
-}
-
 /// The caches controllers read.
 pub struct World {
     providers: BTreeMap<ProviderType, Vec<Lister>>,
     /// Watched kinds of installed objects.
-    pub owned: Vec<OwnedKind>,
+    pub owned: OwnedKinds,
     /// The Deployments the operator installed (for readiness).
     pub deployments: Store<Deployment>,
 }
@@ -190,10 +187,7 @@ impl World {
 
     /// What the caches hold for an installed object.
     pub fn live(&self, key: &ObjKey) -> Option<apply::Live> {
-        let kind = self
-            .owned
-            .iter()
-            .find(|k| k.resource.group == key.group && k.resource.kind == key.kind)?;
+        let kind = self.owned.find(&key.group, &key.kind)?;
         let mut r = ObjectRef::new_with(&key.name, kind.resource.clone());
         if kind.namespaced {
             r = r.within(&key.namespace);
@@ -205,7 +199,7 @@ impl World {
     /// The installed objects of `p` the caches hold.
     pub fn installed(&self, p: &AnyProvider) -> Vec<(ObjKey, ApiResource, bool)> {
         let mut out = Vec::new();
-        for k in &self.owned {
+        for k in self.owned.all() {
             for o in k.store.state() {
                 let labels = o.metadata.labels.clone().unwrap_or_default();
                 if !owned_by(&labels, p) {
@@ -463,18 +457,6 @@ fn hash_spec_side(
         .hash(h);
 }
 
-async fn owned_kinds(client: &Client) -> Vec<(ApiResource, bool)> {
-    let mut out = Vec::new();
-    for (g, v, k) in OWNED_KINDS {
-        match kube::discovery::pinned_kind(client, &GroupVersionKind::gvk(g, v, k)).await {
-            Ok((ar, caps)) => out.push((ar, caps.scope == Scope::Namespaced)),
-            // cert-manager may be absent; its kinds are then neither watched nor pruned.
-            Err(e) => info!(kind = *k, group = *g, error = %e, "kind not served; not watched"),
-        }
-    }
-    out
-}
-
 fn selector() -> watcher::Config {
     watcher::Config::default()
         .labels(OWNER_KIND_LABEL)
@@ -574,24 +556,9 @@ async fn watch_installed(
     client: &Client,
     triggers: &Triggers,
     tasks: &mut Vec<Task>,
-) -> (Vec<OwnedKind>, Store<Deployment>) {
-    let mut owned = Vec::new();
-    for (ar, namespaced) in owned_kinds(client).await {
-        let writer = reflector::store::Writer::new(ar.clone());
-        let store = writer.as_reader();
-        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &ar);
-        let generation_kind = apply::GENERATION_KINDS.contains(&ar.kind.as_str());
-        let events = watcher(api, selector()).default_backoff().reflect(writer);
-        let stream = changes_that_wake(events, move |o: &PartialObjectMeta<DynamicObject>| {
-            what_wakes_for_installed(generation_kind, &o.metadata)
-        });
-        tasks.push(route(stream, triggers.clone(), installer));
-        owned.push(OwnedKind {
-            resource: ar,
-            namespaced,
-            store,
-        });
-    }
+) -> (OwnedKinds, Store<Deployment>) {
+    let owned = OwnedKinds::new(client.clone(), triggers.clone());
+    owned.discover(None).await;
     let (deployments, writer) = reflector::store();
     let events = watcher(Api::<Deployment>::all(client.clone()), selector())
         .default_backoff()
@@ -676,8 +643,9 @@ fn what_wakes_for_a_deployment(d: &Deployment) -> u64 {
     h.finish()
 }
 
-/// Watches of what providers wait for: cert-manager's CRDs, and any change of the core
-/// provider wakes the others. (The Secrets and ConfigMaps they read are watched per namespace
+/// Watches of what providers wait for: cert-manager's CRDs (which also start and stop the
+/// watches of owned kinds served by CRDs, see [`owned`]), and any change of the core provider
+/// wakes the others. (The Secrets and ConfigMaps they read are watched per namespace
 /// by [`inputs::InputWatches`].)
 fn watch_inputs(
     ctx: &Arc<Ctx>,
@@ -694,12 +662,18 @@ fn watch_inputs(
         wc.clone(),
     );
     let c = ctx.clone();
+    let (discover, follow) = owned::follow_crds(Arc::downgrade(ctx));
+    tasks.push(follow);
     tasks.push(route(
         crds.default_backoff().touched_objects(),
         triggers.clone(),
         move |crd: &PartialObjectMeta<CustomResourceDefinition>| {
             // A CRD's name is `<plural>.<group>`.
             let name = crd.name_any();
+            if let Some(group) = owned::owned_group_of_crd(&name) {
+                // A closed channel means the operator is stopping.
+                let _ = discover.send(group.to_string());
+            }
             let of_cert_manager = name
                 .strip_suffix(apply::CERT_MANAGER_GROUP)
                 .is_some_and(|plural| plural.ends_with('.'));
@@ -862,7 +836,7 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
 /// and report Ready=False for a moment; wait for them first.
 async fn wait_for_caches(ctx: &Ctx) {
     let _ = ctx.world.deployments.wait_until_ready().await;
-    for k in &ctx.world.owned {
+    for k in ctx.world.owned.all() {
         let _ = k.store.wait_until_ready().await;
     }
     ctx.opts

@@ -767,6 +767,11 @@ async fn delete<P: Served>(
         // The caches report the deletions; the watch events bring the next pass.
         return Ok(Action::requeue(Duration::from_secs(5)));
     }
+    // A kind served since the last CRD event (cert-manager installed a moment ago) may hold
+    // objects of this provider the caches have not listed yet.
+    if !ctx.world.owned.current().await {
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
     release_finalizer(api, p).await?;
     ctx.rechecks.disarm(&provider_key(p));
     ctx.rechecks.unblocked(&provider_key(p));

@@ -92,7 +92,7 @@ fn ctx_with(
         client,
         world: World {
             providers,
-            owned: Vec::new(),
+            owned: super::OwnedKinds::default(),
             deployments,
         },
         opts: Options {

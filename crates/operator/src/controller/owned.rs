@@ -1,0 +1,263 @@
+//! The kinds of installed objects the operator watches ([`super::OWNED_KINDS`]), and their
+//! discovery. Kinds served by CRDs (cert-manager's, clusterctl's inventory) may appear after the
+//! operator started — the documented order installs the operator, then cert-manager — or vanish
+//! when their CRDs are deleted: the set follows the CRD watch, so what a provider installed of
+//! such a kind is watched, repaired, pruned and deleted with it like the rest.
+
+use std::{
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+
+use futures::FutureExt;
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta},
+    discovery::Scope,
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, Store},
+        watcher,
+    },
+};
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::{
+    OWNED_KINDS, Task, Triggers, apply, changes_that_wake, installer, route, selector,
+    what_wakes_for_installed,
+};
+
+/// One watched kind of installed objects.
+pub struct OwnedKind {
+    /// Its resource.
+    pub resource: ApiResource,
+    /// Whether it is namespaced.
+    pub namespaced: bool,
+    /// Metadata of the objects the operator installed.
+    pub store: Store<PartialObjectMeta<DynamicObject>>,
+    /// The watch filling `store`; stopped with the last reference to the kind.
+    watch: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for OwnedKind {
+    fn drop(&mut self) {
+        if let Some(w) = &self.watch {
+            w.abort();
+        }
+    }
+}
+
+/// What starting a watch needs.
+struct Watching {
+    client: Client,
+    triggers: Triggers,
+}
+
+/// The watched kinds of installed objects; grows and shrinks with the CRDs the cluster serves.
+#[derive(Default)]
+pub struct OwnedKinds {
+    kinds: RwLock<Vec<Arc<OwnedKind>>>,
+    /// `None` where nothing is watched (tests against a mocked API server).
+    watching: Option<Watching>,
+    /// One discovery at a time, so two never start a watch of the same kind.
+    discovering: tokio::sync::Mutex<()>,
+}
+
+/// Whether a discovery error says the kind is not served (rather than a failed request).
+fn not_served(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404) || matches!(e, kube::Error::Discovery(_))
+}
+
+/// The group of the CRD named `name` (`<plural>.<group>`) when kinds of it are owned.
+pub fn owned_group_of_crd(name: &str) -> Option<&str> {
+    let (_, group) = name.split_once('.')?;
+    OWNED_KINDS
+        .iter()
+        .any(|(g, _, _)| !g.is_empty() && *g == group)
+        .then_some(group)
+}
+
+impl OwnedKinds {
+    /// Kinds whose watches route changes through `triggers`; none until [`Self::discover`].
+    pub(super) fn new(client: Client, triggers: Triggers) -> OwnedKinds {
+        OwnedKinds {
+            watching: Some(Watching { client, triggers }),
+            ..OwnedKinds::default()
+        }
+    }
+
+    /// The kinds watched now.
+    pub fn all(&self) -> Vec<Arc<OwnedKind>> {
+        self.kinds.read().map(|k| k.clone()).unwrap_or_default()
+    }
+
+    /// The watched kind of `group` and `kind`.
+    pub fn find(&self, group: &str, kind: &str) -> Option<Arc<OwnedKind>> {
+        self.all()
+            .into_iter()
+            .find(|k| k.resource.group == group && k.resource.kind == kind)
+    }
+
+    /// Whether every watched kind's cache holds its first complete list.
+    pub fn synced(&self) -> bool {
+        self.all()
+            .iter()
+            .all(|k| k.store.wait_until_ready().now_or_never().is_some())
+    }
+
+    /// Starts watching the kinds of [`OWNED_KINDS`] (of `group`, or all) the cluster serves
+    /// and that are not watched yet; with a `group`, also stops watching its kinds no longer
+    /// served. Whether the set changed.
+    pub async fn discover(&self, group: Option<&str>) -> bool {
+        let Some(w) = &self.watching else {
+            return false;
+        };
+        let _one = self.discovering.lock().await;
+        let mut changed = false;
+        for (g, v, k) in OWNED_KINDS
+            .iter()
+            .filter(|(g, _, _)| group.is_none_or(|x| x == *g))
+        {
+            let watched = self.find(g, k).is_some();
+            if watched && group.is_none() {
+                continue;
+            }
+            match kube::discovery::pinned_kind(&w.client, &GroupVersionKind::gvk(g, v, k)).await {
+                Ok((ar, caps)) if !watched => {
+                    info!(
+                        kind = *k,
+                        group = *g,
+                        "kind served; watching its installed objects"
+                    );
+                    let kind = watch(w, ar, caps.scope == Scope::Namespaced);
+                    if let Ok(mut kinds) = self.kinds.write() {
+                        kinds.push(Arc::new(kind));
+                    }
+                    changed = true;
+                }
+                Ok(_) => {}
+                Err(e) if watched && not_served(&e) => {
+                    info!(kind = *k, group = *g, "kind no longer served; not watched");
+                    if let Ok(mut kinds) = self.kinds.write() {
+                        kinds.retain(|o| !(o.resource.group == *g && o.resource.kind == *k));
+                    }
+                    changed = true;
+                }
+                Err(e) if watched => warn!(kind = *k, group = *g, error = %e, "discovery failed"),
+                // cert-manager may be absent; its kinds are watched once its CRDs arrive.
+                Err(e) if group.is_none() => {
+                    info!(kind = *k, group = *g, error = %e, "kind not served; not watched")
+                }
+                Err(e) => debug!(kind = *k, group = *g, error = %e, "kind not served yet"),
+            }
+        }
+        changed
+    }
+
+    /// Whether the caches hold everything installed of every served owned kind: discovers
+    /// kinds the CRD watch has not brought yet, and waits for none. Before a deletion forgets a
+    /// provider, so nothing of a kind served since the last CRD event is left behind.
+    pub async fn current(&self) -> bool {
+        let added = self.discover(None).await;
+        !added && self.synced()
+    }
+}
+
+/// Starts the watch of installed objects of `ar`; each change wakes the provider that
+/// installed the object. The first list finds what was applied before the watch started.
+fn watch(w: &Watching, ar: ApiResource, namespaced: bool) -> OwnedKind {
+    let writer = reflector::store::Writer::new(ar.clone());
+    let store = writer.as_reader();
+    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(w.client.clone(), &ar);
+    let generation_kind = apply::GENERATION_KINDS.contains(&ar.kind.as_str());
+    let events = watcher(api, selector()).default_backoff().reflect(writer);
+    let stream = changes_that_wake(events, move |o: &PartialObjectMeta<DynamicObject>| {
+        what_wakes_for_installed(generation_kind, &o.metadata)
+    });
+    let task = tokio::spawn(route(stream, w.triggers.clone(), installer));
+    OwnedKind {
+        resource: ar,
+        namespaced,
+        store,
+        watch: Some(task.abort_handle()),
+    }
+}
+
+/// Re-discoveries after the last CRD event of a group: API discovery serves a new kind a
+/// moment after its CRD is Established, when no further CRD event comes (0.25 s doubling: 8 s).
+const RECHECKS: u32 = 5;
+
+/// Re-discovers the owned kinds of each group the returned sender names (the CRD watch sends
+/// the group of every CRD event of an owned group: created, Established, deleted), and again
+/// [`RECHECKS`] times after the group's last event.
+pub(super) fn follow_crds(
+    ctx: std::sync::Weak<super::Ctx>,
+) -> (mpsc::UnboundedSender<String>, Task) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let task: Task = Box::pin(async move {
+        let mut recheck = std::collections::BTreeSet::new();
+        let mut round = 0;
+        loop {
+            let event = if recheck.is_empty() {
+                Ok(rx.recv().await)
+            } else {
+                tokio::time::timeout(Duration::from_millis(250 << round), rx.recv()).await
+            };
+            let groups = match event {
+                Ok(Some(first)) => {
+                    round = 0;
+                    let groups = burst(first, &mut rx);
+                    recheck.extend(groups.iter().cloned());
+                    groups
+                }
+                Ok(None) => return,
+                Err(_) => {
+                    round += 1;
+                    if round >= RECHECKS {
+                        std::mem::take(&mut recheck)
+                    } else {
+                        recheck.clone()
+                    }
+                }
+            };
+            let Some(ctx) = ctx.upgrade() else { return };
+            for g in groups {
+                ctx.world.owned.discover(Some(&g)).await;
+            }
+        }
+    });
+    (tx, task)
+}
+
+/// The groups of a burst of CRD events (a cert-manager install brings dozens): one discovery
+/// per group.
+fn burst(
+    first: String,
+    rx: &mut mpsc::UnboundedReceiver<String>,
+) -> std::collections::BTreeSet<String> {
+    let mut groups = std::collections::BTreeSet::from([first]);
+    while let Ok(g) = rx.try_recv() {
+        groups.insert(g);
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_crds_of_owned_groups_are_followed() {
+        assert_eq!(
+            owned_group_of_crd("certificates.cert-manager.io"),
+            Some("cert-manager.io")
+        );
+        assert_eq!(
+            owned_group_of_crd("providers.clusterctl.cluster.x-k8s.io"),
+            Some("clusterctl.cluster.x-k8s.io")
+        );
+        assert_eq!(owned_group_of_crd("clusters.cluster.x-k8s.io"), None);
+        assert_eq!(owned_group_of_crd("certificates"), None);
+    }
+}
