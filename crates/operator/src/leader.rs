@@ -12,6 +12,13 @@
 //! Every call to the apiserver is bounded by the renew deadline: an apiserver that stops
 //! answering must not keep a replica leading past its lease, since a hung renewal would
 //! otherwise only be noticed once it returned.
+//!
+//! The elector owns the [`Fence`] every write of the controllers goes through: each successful
+//! renewal grants it until the renew deadline counted from that attempt's start (inside the
+//! lease others see), and losing or releasing the Lease revokes it before anything else
+//! happens. [`lead_while`] ties the controllers' life to the lease: a terminated leader keeps
+//! renewing while its controllers drain and releases the Lease only after they stopped; a
+//! deposed one stops them and returns without waiting for in-flight work beyond a short bound.
 
 use std::time::{Duration, Instant};
 
@@ -25,6 +32,15 @@ use kube::{
     api::{ObjectMeta, PostParams},
 };
 use tracing::{debug, info, warn};
+
+use crate::fence::Fence;
+
+/// client-go's jitter factor: the renew deadline must leave room for a jittered retry.
+pub const JITTER_FACTOR: f64 = 1.2;
+
+/// How long a deposed leader waits for its controllers to stop before it returns anyway: their
+/// writes are already refused, so this only lets them end cleanly.
+pub const DRAIN_AFTER_LOSS: Duration = Duration::from_secs(1);
 
 /// Why one election attempt failed.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +88,71 @@ pub struct LeaseConfig {
     pub retry_period: Duration,
 }
 
+/// Leader election timings that cannot work (client-go refuses the same ones).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum InvalidTimings {
+    /// A timing is zero.
+    #[error("{flag} must be greater than zero")]
+    Zero {
+        /// The flag setting it.
+        flag: &'static str,
+    },
+    /// The lease would expire before the leader gives up renewing it.
+    #[error(
+        "--leader-election-lease-seconds ({lease:?}) must be greater than \
+         --leader-election-renew-deadline-seconds ({renew:?}): a leader must stop writing \
+         before a standby may take the lease"
+    )]
+    LeaseNotAfterRenewDeadline {
+        /// The lease duration.
+        lease: Duration,
+        /// The renew deadline.
+        renew: Duration,
+    },
+    /// Not even one jittered retry fits in the renew deadline.
+    #[error(
+        "--leader-election-renew-deadline-seconds ({renew:?}) must be greater than \
+         {JITTER_FACTOR} x --leader-election-retry-seconds ({retry:?})"
+    )]
+    RenewDeadlineNotAfterRetry {
+        /// The renew deadline.
+        renew: Duration,
+        /// The retry period.
+        retry: Duration,
+    },
+}
+
+impl LeaseConfig {
+    /// Checks the timings as client-go does: lease duration > renew deadline >
+    /// [`JITTER_FACTOR`] x retry period > 0.
+    pub fn validate(&self) -> Result<(), InvalidTimings> {
+        let named = [
+            (self.lease_duration, "--leader-election-lease-seconds"),
+            (
+                self.renew_deadline,
+                "--leader-election-renew-deadline-seconds",
+            ),
+            (self.retry_period, "--leader-election-retry-seconds"),
+        ];
+        if let Some((_, flag)) = named.iter().find(|(d, _)| d.is_zero()) {
+            return Err(InvalidTimings::Zero { flag });
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return Err(InvalidTimings::LeaseNotAfterRenewDeadline {
+                lease: self.lease_duration,
+                renew: self.renew_deadline,
+            });
+        }
+        if self.renew_deadline <= self.retry_period.mul_f64(JITTER_FACTOR) {
+            return Err(InvalidTimings::RenewDeadlineNotAfterRetry {
+                renew: self.renew_deadline,
+                retry: self.retry_period,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Why [`Elector::hold`] returned.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Held {
@@ -90,6 +171,8 @@ pub struct Elector {
     /// Start of the last attempt that left this replica holding the Lease: the renew time it
     /// wrote is no earlier, so counting the renew deadline from here stays inside the lease.
     renewed_at: Option<Instant>,
+    /// The gate of the controllers' writes: granted by each success, revoked on loss.
+    fence: Fence,
 }
 
 fn now() -> MicroTime {
@@ -105,7 +188,19 @@ impl Elector {
             observed: None,
             observed_at: Instant::now(),
             renewed_at: None,
+            fence: Fence::waiting(),
         }
+    }
+
+    /// The fence this elector grants while it leads (shared: clones see the same state).
+    pub fn fence(&self) -> Fence {
+        self.fence.clone()
+    }
+
+    /// Leadership ended: writes are refused from now on.
+    fn lose(&mut self) -> Held {
+        self.fence.revoke();
+        Held::Lost
     }
 
     fn lease_seconds(&self) -> i32 {
@@ -136,6 +231,7 @@ impl Elector {
         let held = self.attempt_calls(deadline).await?;
         if held {
             self.renewed_at = Some(started);
+            self.fence.grant_until(started + self.cfg.renew_deadline);
         }
         Ok(held)
     }
@@ -213,7 +309,7 @@ impl Elector {
 
     /// Renews the Lease every retry period until it is lost or `stop` completes. Returns
     /// [`Held::Lost`] no later than the renew deadline after the last successful renewal, even
-    /// when the apiserver stops answering.
+    /// when the apiserver stops answering, with the fence revoked.
     pub async fn hold(&mut self, stop: impl std::future::Future<Output = ()>) -> Held {
         tokio::pin!(stop);
         loop {
@@ -230,21 +326,23 @@ impl Elector {
             }
             if Instant::now() >= deadline {
                 warn!(lease = %self.cfg.name, "the lease was not renewed within the renew deadline");
-                return Held::Lost;
+                return self.lose();
             }
             match self.attempt(deadline).await {
                 Ok(true) => {}
                 Ok(false) => {
                     warn!(lease = %self.cfg.name, "another replica holds the lease");
-                    return Held::Lost;
+                    return self.lose();
                 }
                 Err(e) => warn!(error = %e, "leader election: renewing the lease failed"),
             }
         }
     }
 
-    /// Gives the Lease up (if still held), so a standby takes over without waiting.
+    /// Gives the Lease up (if still held), so a standby takes over without waiting. Writes
+    /// are refused from the start: nothing may be written once a standby can lead.
     pub async fn release(&mut self) {
+        self.fence.revoke();
         // Shutdown must not hang on an apiserver that stopped answering either.
         let deadline = Instant::now() + self.cfg.renew_deadline;
         let Ok(Some(mut lease)) = bounded("get", deadline, self.api.get_opt(&self.cfg.name)).await
@@ -269,6 +367,67 @@ impl Elector {
     }
 }
 
+/// Runs `work` (the controllers) while this replica leads, renewing the Lease meanwhile.
+///
+/// On `terminate`, `stop` asks the work to drain, and the Lease keeps being renewed (the fence
+/// stays granted) until the work has finished; then the Lease is released. When the Lease is
+/// lost, the fence is already revoked; `stop` is called and the work gets at most
+/// `drain_after_loss` more before it is dropped, so a deposed leader exits promptly instead of
+/// finishing a long fetch. Returns how leadership ended.
+pub async fn lead_while(
+    elector: &mut Elector,
+    work: impl std::future::Future<Output = ()>,
+    terminate: impl std::future::Future<Output = ()>,
+    stop: impl Fn(),
+    drain_after_loss: Duration,
+) -> Held {
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let stop = &stop;
+    let working = async move {
+        tokio::pin!(work);
+        tokio::select! {
+            () = &mut work => {}
+            () = terminate => {
+                info!("terminating: stopping the controllers; the lease is renewed until they have");
+                stop();
+                work.await;
+            }
+        }
+        // A dropped receiver means leadership already ended; nothing waits for this.
+        let _ = done_tx.send(());
+    };
+    tokio::pin!(working);
+    let (held, worked) = {
+        let hold = elector.hold(async {
+            let _ = done_rx.await;
+        });
+        tokio::pin!(hold);
+        // Both are polled together: the controllers keep running while a renewal is under way.
+        tokio::select! {
+            held = &mut hold => (held, false),
+            () = &mut working => (hold.await, true),
+        }
+    };
+    match held {
+        Held::Stopped => elector.release().await,
+        Held::Lost => {
+            warn!("leadership lost: writes are refused; stopping the controllers");
+            stop();
+            if !worked
+                && tokio::time::timeout(drain_after_loss, working)
+                    .await
+                    .is_err()
+            {
+                warn!(
+                    after = ?drain_after_loss,
+                    "in-flight reconciles abandoned: their writes would be refused anyway"
+                );
+            }
+        }
+    }
+    held
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{
@@ -283,7 +442,8 @@ mod tests {
     use super::*;
 
     /// A one-Lease apiserver that answers until `blackhole` is set, then accepts connections
-    /// and reads requests but never answers them — a hung apiserver, not a refusing one.
+    /// and reads requests but never answers them — a hung apiserver, not a refusing one. It
+    /// also serves one ConfigMap, standing for everything the controllers write.
     #[derive(Default)]
     struct FakeApiserver {
         lease: Mutex<Option<serde_json::Value>>,
@@ -291,6 +451,10 @@ mod tests {
         blackhole: AtomicBool,
         /// When the last write of the Lease was received.
         last_write: Mutex<Option<Instant>>,
+        /// Lease requests from this User-Agent hang: that replica is cut off from the Lease.
+        partitioned: Mutex<Option<String>>,
+        /// When each write of the ConfigMap was received.
+        writes: Mutex<Vec<Instant>>,
     }
 
     fn json(status: u16, body: &serde_json::Value) -> Response<Full<Bytes>> {
@@ -309,8 +473,26 @@ mod tests {
                 std::future::pending::<()>().await;
             }
             let method = req.method().clone();
+            let agent = req
+                .headers()
+                .get(hyper::header::USER_AGENT)
+                .and_then(|a| a.to_str().ok())
+                .map(str::to_string);
+            let config_map = req.uri().path().contains("/configmaps/");
             let body = req.into_body().collect().await.unwrap().to_bytes();
             if self.blackhole.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            if config_map {
+                if method != hyper::Method::GET {
+                    self.writes.lock().unwrap().push(Instant::now());
+                }
+                let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "c", "namespace": "default"}});
+                return json(200, &cm);
+            }
+            let cut_off = self.partitioned.lock().unwrap().clone();
+            if cut_off.is_some() && cut_off == agent {
                 std::future::pending::<()>().await;
             }
             if method == hyper::Method::GET {
@@ -339,9 +521,23 @@ mod tests {
                 &lease,
             )
         }
+
+        fn holder(&self) -> Option<String> {
+            let lease = self.lease.lock().unwrap().clone()?;
+            lease["spec"]["holderIdentity"].as_str().map(str::to_string)
+        }
+
+        fn writes_since(&self, t: Instant) -> usize {
+            self.writes
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|w| **w >= t)
+                .count()
+        }
     }
 
-    async fn start(fake: Arc<FakeApiserver>) -> Client {
+    async fn serve(fake: Arc<FakeApiserver>) -> std::net::SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
@@ -361,8 +557,237 @@ mod tests {
                 });
             }
         });
-        let url = format!("http://{addr}").parse().unwrap();
-        Client::try_from(kube::Config::new(url)).unwrap()
+        addr
+    }
+
+    /// The client configuration of one component (`agent`) of a replica.
+    fn config(addr: std::net::SocketAddr, agent: &'static str) -> kube::Config {
+        let mut config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        config.headers.push((
+            hyper::header::USER_AGENT,
+            hyper::header::HeaderValue::from_static(agent),
+        ));
+        config
+    }
+
+    fn client(addr: std::net::SocketAddr, agent: &'static str) -> Client {
+        Client::try_from(config(addr, agent)).unwrap()
+    }
+
+    /// A client whose writes go through `fence`, as the controllers' does.
+    fn fenced(addr: std::net::SocketAddr, agent: &'static str, fence: Fence) -> Client {
+        kube::client::ClientBuilder::try_from(config(addr, agent))
+            .unwrap()
+            .with_layer(&crate::fence::FenceLayer::new(fence))
+            .build()
+    }
+
+    async fn start(fake: Arc<FakeApiserver>) -> Client {
+        client(serve(fake).await, "elector")
+    }
+
+    fn lease_config(identity: &str) -> LeaseConfig {
+        LeaseConfig {
+            namespace: "default".into(),
+            name: "lease".into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(3),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(200),
+        }
+    }
+
+    /// One write of a controller: a patch of the ConfigMap.
+    async fn write(client: &Client) -> Result<(), kube::Error> {
+        let api =
+            Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), "default");
+        let patch = kube::api::Patch::Merge(serde_json::json!({"data": {"k": "v"}}));
+        api.patch("c", &kube::api::PatchParams::default(), &patch)
+            .await
+            .map(drop)
+    }
+
+    #[tokio::test]
+    async fn no_write_reaches_the_apiserver_once_the_lease_is_lost() {
+        let fake = Arc::new(FakeApiserver::default());
+        let addr = serve(fake.clone()).await;
+        let mut a = Elector::new(client(addr, "a-elector"), lease_config("a"));
+        let fence = a.fence();
+        let controllers = fenced(addr, "a-controllers", fence.clone());
+        assert!(write(&controllers).await.is_err(), "a write before leading");
+        tokio::time::timeout(Duration::from_secs(10), a.acquire())
+            .await
+            .unwrap();
+        // Control: while A leads, its controllers' writes go through.
+        write(&controllers).await.unwrap();
+        assert_eq!(fake.writes.lock().unwrap().len(), 1);
+
+        // A reconcile in flight: it read, and is held up (a long fetch) before it writes.
+        let release = Arc::new(tokio::sync::Notify::new());
+        let reconcile = tokio::spawn({
+            let (client, release) = (controllers.clone(), release.clone());
+            async move {
+                Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), "default")
+                    .get("c")
+                    .await?;
+                release.notified().await;
+                write(&client).await
+            }
+        });
+
+        // A's controllers ignore being stopped (stuck in a fetch); A's lease requests hang.
+        let lost_at = Arc::new(Mutex::new(None));
+        let leading = tokio::spawn({
+            let lost_at = lost_at.clone();
+            async move {
+                let stop = || *lost_at.lock().unwrap() = Some(Instant::now());
+                let never = std::future::pending::<()>();
+                let held = lead_while(
+                    &mut a,
+                    never,
+                    std::future::pending(),
+                    stop,
+                    DRAIN_AFTER_LOSS,
+                );
+                (held.await, Instant::now())
+            }
+        });
+        *fake.partitioned.lock().unwrap() = Some("a-elector".into());
+        let mut b = Elector::new(client(addr, "b-elector"), lease_config("b"));
+        tokio::time::timeout(Duration::from_secs(20), b.acquire())
+            .await
+            .expect("B never took the lease");
+        let b_leads_at = Instant::now();
+        assert_eq!(fake.holder().as_deref(), Some("b"));
+        let (held, returned_at) = tokio::time::timeout(Duration::from_secs(10), leading)
+            .await
+            .expect("A kept leading")
+            .unwrap();
+        assert_eq!(held, Held::Lost);
+        let lost_at = lost_at
+            .lock()
+            .unwrap()
+            .expect("A's controllers were not stopped");
+        eprintln!(
+            "A lost the lease {:?} before B led; lead_while returned {:?} after the loss",
+            b_leads_at.duration_since(lost_at),
+            returned_at.duration_since(lost_at)
+        );
+        assert!(lost_at < b_leads_at, "A stopped leading only after B led");
+        assert!(
+            returned_at.duration_since(lost_at) <= DRAIN_AFTER_LOSS + Duration::from_millis(500),
+            "a deposed leader waited {:?} for its in-flight work",
+            returned_at.duration_since(lost_at)
+        );
+        assert!(!fence.is_leading());
+
+        // B leads; A's reconcile goes on.
+        release.notify_one();
+        let refused = reconcile.await.unwrap();
+        assert!(refused.is_err(), "the deposed leader's write was accepted");
+        assert!(!format!("{refused:?}").is_empty());
+        assert!(write(&controllers).await.is_err());
+        assert_eq!(
+            fake.writes_since(lost_at),
+            0,
+            "writes reached the apiserver after A lost the lease"
+        );
+        // Control: only the fence kept them out, not the partition of A's lease requests.
+        write(&client(addr, "a-controllers")).await.unwrap();
+        assert_eq!(fake.writes_since(lost_at), 1);
+    }
+
+    #[tokio::test]
+    async fn a_terminated_leader_renews_until_its_controllers_stopped_then_releases() {
+        let fake = Arc::new(FakeApiserver::default());
+        let addr = serve(fake.clone()).await;
+        let cfg = lease_config("a");
+        let mut a = Elector::new(client(addr, "a-elector"), cfg.clone());
+        let fence = a.fence();
+        tokio::time::timeout(Duration::from_secs(10), a.acquire())
+            .await
+            .unwrap();
+        let (terminate, terminated) = tokio::sync::oneshot::channel::<()>();
+        let asked_to_stop = Arc::new(AtomicBool::new(false));
+        let drained = Arc::new(tokio::sync::Notify::new());
+        let leading = tokio::spawn({
+            let (asked, drained) = (asked_to_stop.clone(), drained.clone());
+            async move {
+                let stop = || asked.store(true, Ordering::SeqCst);
+                // The controllers drain until the test lets them finish.
+                let work = async move { drained.notified().await };
+                let terminate = async {
+                    let _ = terminated.await;
+                };
+                lead_while(&mut a, work, terminate, stop, DRAIN_AFTER_LOSS).await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        terminate.send(()).unwrap();
+        let terminated_at = Instant::now();
+        // Draining for longer than the renew deadline: leadership holds only if renewed.
+        tokio::time::sleep(cfg.renew_deadline + Duration::from_secs(1)).await;
+        assert!(
+            asked_to_stop.load(Ordering::SeqCst),
+            "the controllers were not stopped"
+        );
+        let renewed = fake.last_write.lock().unwrap().unwrap();
+        assert!(
+            renewed > terminated_at + cfg.renew_deadline,
+            "no renewal while the controllers drained"
+        );
+        assert!(
+            fence.is_leading(),
+            "the fence lapsed while the controllers drained"
+        );
+        assert_eq!(fake.holder().as_deref(), Some("a"));
+
+        drained.notify_one();
+        let held = tokio::time::timeout(Duration::from_secs(10), leading)
+            .await
+            .expect("the elector did not end after the controllers stopped")
+            .unwrap();
+        assert_eq!(held, Held::Stopped);
+        assert_eq!(fake.holder(), None, "the lease was not released");
+        assert!(!fence.is_leading(), "writes allowed after the release");
+    }
+
+    #[test]
+    fn timings_are_validated_as_client_go_does() {
+        let secs = Duration::from_secs;
+        let with = |lease, renew, retry| LeaseConfig {
+            lease_duration: secs(lease),
+            renew_deadline: secs(renew),
+            retry_period: secs(retry),
+            ..lease_config("a")
+        };
+        assert_eq!(with(15, 10, 2).validate(), Ok(()));
+        assert_eq!(with(4, 3, 1).validate(), Ok(()));
+        let err = with(10, 10, 2).validate().unwrap_err();
+        assert!(matches!(
+            err,
+            InvalidTimings::LeaseNotAfterRenewDeadline { .. }
+        ));
+        assert!(
+            err.to_string().contains("--leader-election-lease-seconds"),
+            "{err}"
+        );
+        // client-go's jitter: 5 s is not more than 1.2 x 5 s, nor 6 s more than 1.2 x 5 s.
+        for renew in [5, 6] {
+            let err = with(15, renew, 5).validate().unwrap_err();
+            assert!(
+                matches!(err, InvalidTimings::RenewDeadlineNotAfterRetry { .. }),
+                "{err}"
+            );
+            assert!(err.to_string().contains("--leader-election-retry-seconds"));
+        }
+        assert_eq!(
+            with(15, 10, 0).validate(),
+            Err(InvalidTimings::Zero {
+                flag: "--leader-election-retry-seconds"
+            })
+        );
+        assert!(with(0, 0, 0).validate().is_err());
     }
 
     #[tokio::test]

@@ -211,6 +211,9 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         renew_deadline: secs(args.leader_election_renew_deadline_seconds),
         retry_period: secs(args.leader_election_retry_seconds),
     });
+    if let Some(l) = &leader_election {
+        l.validate().context("invalid leader election timings")?;
+    }
     let opts = controller::Options {
         github_api_url: args.github_api_url,
         github_token: std::env::var("GITHUB_TOKEN").ok().filter(|t| !t.is_empty()),
@@ -234,7 +237,7 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         for (addr, what) in [(metrics_addr, "metrics"), (health_addr, "health probes")] {
             let Some(addr) = addr else { continue };
             if Some(addr) == metrics_addr && what == "health probes" {
@@ -248,23 +251,29 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
             tokio::spawn(server);
         }
         tokio::spawn(metrics::watch_stalls(opts.metrics.clone()));
-        let client = connect().await?;
+        let config = connect().await?;
         if args.manage_crds {
+            let client =
+                kube::Client::try_from(config.clone()).context("creating the Kubernetes client")?;
             crds::ensure(&client, &opts.apis)
                 .await
                 .context("bringing the provider CRDs to this operator's schema")?;
         }
-        controller::run(client, opts).await
-    })
+        controller::run(config, opts).await
+    });
+    // A deposed leader exits at once: nothing it still runs (a release being read from disk)
+    // may hold the process up, and its writes are refused anyway.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
 }
 
 /// What the operator's Kubernetes API requests say in User-Agent: audit logs and API priority
 /// and fairness then tell its requests from other clients'.
 pub const USER_AGENT: &str = concat!("capi-provider-operator/", env!("CARGO_PKG_VERSION"));
 
-/// The Kubernetes client (kubeconfig or in-cluster configuration), naming the operator in every
+/// The Kubernetes client configuration (kubeconfig or in-cluster), naming the operator in every
 /// request's User-Agent (kube sends none of its own).
-async fn connect() -> anyhow::Result<kube::Client> {
+async fn connect() -> anyhow::Result<kube::Config> {
     let mut config = kube::Config::infer()
         .await
         .context("connecting to the cluster (kubeconfig or in-cluster config)")?;
@@ -272,7 +281,7 @@ async fn connect() -> anyhow::Result<kube::Client> {
         http::header::USER_AGENT,
         http::HeaderValue::from_static(USER_AGENT),
     ));
-    kube::Client::try_from(config).context("creating the Kubernetes client")
+    Ok(config)
 }
 
 /// Parses a bind address; "0" (or empty) turns the endpoint off.

@@ -752,7 +752,23 @@ impl CoreSeen {
 
 /// Runs the seven controllers until a termination signal (or, with leader election, until the
 /// lease is lost, which is an error: the process exits and a fresh start campaigns again).
-pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
+///
+/// Every request of the controllers (applies, prunes, status writes, events) goes through a
+/// client fenced by the elector (see [`crate::fence`]); the elector uses a client of its own.
+pub async fn run(config: kube::Config, opts: Options) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let unfenced = Client::try_from(config.clone()).context("creating the Kubernetes client")?;
+    let elector = opts
+        .leader_election
+        .clone()
+        .map(|cfg| crate::leader::Elector::new(unfenced.clone(), cfg));
+    let fence = elector
+        .as_ref()
+        .map_or_else(crate::fence::Fence::unfenced, crate::leader::Elector::fence);
+    let client = kube::client::ClientBuilder::try_from(config)
+        .context("creating the Kubernetes client")?
+        .with_layer(&crate::fence::FenceLayer::new(fence))
+        .build();
     let apis = served_apis(&client, &opts.apis).await;
     let mut senders: BTreeMap<ProviderType, Vec<_>> = BTreeMap::new();
     let mut receivers = BTreeMap::new();
@@ -779,7 +795,9 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
     }
     let mut tasks: Vec<Task> = Vec::new();
     // Before the installed kinds are discovered, so the entries are watched like the rest.
-    let inventory = opts.clusterctl_inventory && inventory::ensure_crd(&client).await;
+    // Before leading too, so unfenced: it only creates the CRD when absent, the same in
+    // every replica, which cannot undo anything a leader did.
+    let inventory = opts.clusterctl_inventory && inventory::ensure_crd(&unfenced).await;
     let (owned, deployments) = watch_installed(&client, &triggers, &mut tasks).await;
     let reporter = Reporter {
         controller: FIELD_MANAGER.into(),
@@ -808,7 +826,7 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
     watch_inputs(&ctx, &triggers, &mut tasks, core_rx);
     let watchers = tokio::spawn(join_all(tasks));
     wait_for_caches(&ctx).await;
-    let Some(lead) = lead(&client, &opts).await else {
+    let Some(lead) = lead(elector, &opts).await else {
         watchers.abort();
         return Ok(());
     };
@@ -826,10 +844,14 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
         controllers.push((k.start)(ctx.clone(), start));
     }
     info!("controllers starting");
-    join_all(controllers).await;
+    let led = lead
+        .supervise(async {
+            join_all(controllers).await;
+        })
+        .await;
     watchers.abort();
     info!("controllers stopped");
-    lead.finish().await
+    led
 }
 
 /// Reconciling before the caches of installed objects are filled would re-apply everything
@@ -847,35 +869,46 @@ async fn wait_for_caches(ctx: &Ctx) {
 }
 
 /// Leadership (or, without leader election, the process's lifetime): `stop` turns true when
-/// it ends.
+/// the controllers are to stop.
 struct Lead {
     stop: tokio::sync::watch::Receiver<bool>,
-    lost: Arc<std::sync::atomic::AtomicBool>,
-    supervisor: tokio::task::JoinHandle<Option<crate::leader::Elector>>,
+    stop_tx: tokio::sync::watch::Sender<bool>,
+    elector: Option<crate::leader::Elector>,
 }
 
 impl Lead {
-    /// After the controllers stopped: an error if leadership was lost, else the lease is
-    /// released for a quick handover.
-    async fn finish(self) -> anyhow::Result<()> {
-        let elector = self.supervisor.await.ok().flatten();
-        if self.lost.load(std::sync::atomic::Ordering::SeqCst) {
-            anyhow::bail!("leadership lost");
-        }
-        if let Some(mut e) = elector {
-            e.release().await;
+    /// Runs the controllers until a termination signal (they drain while the lease is still
+    /// renewed, then it is released) or the loss of the lease (an error, returned at once:
+    /// writes are already refused, and the process exits).
+    async fn supervise(self, controllers: impl futures::Future<Output = ()>) -> anyhow::Result<()> {
+        let stop = || {
+            // No receiver left means every controller already stopped.
+            let _ = self.stop_tx.send(true);
+        };
+        let Some(mut elector) = self.elector else {
+            tokio::pin!(controllers);
+            tokio::select! {
+                () = &mut controllers => {}
+                () = termination() => {
+                    stop();
+                    controllers.await;
+                }
+            }
+            return Ok(());
+        };
+        let drain = crate::leader::DRAIN_AFTER_LOSS;
+        let held =
+            crate::leader::lead_while(&mut elector, controllers, termination(), stop, drain).await;
+        if held == crate::leader::Held::Lost {
+            anyhow::bail!("leadership lost: exiting so that a fresh start campaigns again");
         }
         Ok(())
     }
 }
 
-/// Becomes the leader (when leader election is on) and supervises leadership until a
-/// termination signal or its loss. `None` when terminated while waiting to lead.
-async fn lead(client: &Client, opts: &Options) -> Option<Lead> {
-    let mut elector = opts
-        .leader_election
-        .clone()
-        .map(|cfg| crate::leader::Elector::new(client.clone(), cfg));
+/// Becomes the leader (when leader election is on). `None` when terminated while waiting to
+/// lead.
+async fn lead(mut elector: Option<crate::leader::Elector>, opts: &Options) -> Option<Lead> {
     opts.health
         .election_running
         .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -889,25 +922,10 @@ async fn lead(client: &Client, opts: &Options) -> Option<Lead> {
         }
     }
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = lost.clone();
-    let supervisor = tokio::spawn(async move {
-        match elector.as_mut() {
-            Some(e) => {
-                if e.hold(termination()).await == crate::leader::Held::Lost {
-                    warn!("leadership lost; stopping the controllers");
-                    flag.store(true, std::sync::atomic::Ordering::SeqCst);
-                }
-            }
-            None => termination().await,
-        }
-        let _ = stop_tx.send(true);
-        elector
-    });
     Some(Lead {
         stop,
-        lost,
-        supervisor,
+        stop_tx,
+        elector,
     })
 }
 
