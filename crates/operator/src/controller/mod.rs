@@ -94,6 +94,9 @@ pub struct Options {
     pub github_api_url: Option<String>,
     /// Token for GitHub when the provider Secret has none (`GITHUB_TOKEN`).
     pub github_token: Option<String>,
+    /// API hosts besides api.github.com and `github_api_url`'s that `github_token` may be
+    /// sent to (GitHub Enterprise servers trusted with it); never one a provider names.
+    pub github_token_hosts: Vec<String>,
     /// Delay before re-checking a provider stuck on a configuration problem.
     pub config_retry: Duration,
     /// Periodic re-check of a healthy provider.
@@ -119,6 +122,7 @@ impl Default for Options {
         Options {
             github_api_url: None,
             github_token: None,
+            github_token_hosts: Vec::new(),
             config_retry: Duration::from_secs(300),
             resync: Duration::from_secs(1800),
             concurrency: 4,

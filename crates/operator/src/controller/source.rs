@@ -284,6 +284,7 @@ pub fn choose(
         &SourceSettings {
             github_api_url: ctx.opts.github_api_url.as_deref(),
             github_token: ctx.opts.github_token.as_deref(),
+            github_token_hosts: &ctx.opts.github_token_hosts,
             allow_http_urls: false,
         },
         |namespace, query| Some(KubeConfigMaps::new(ctx.client.clone(), namespace, query)),
