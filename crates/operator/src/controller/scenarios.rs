@@ -2,6 +2,8 @@
 //! [`super::fake_api`], asserting the requests the reconciler sends. The end-to-end suites prove
 //! the same behaviours against a real apiserver; these run in milliseconds (`make unit`).
 
+mod cache;
+
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use capi_operator_api::{
