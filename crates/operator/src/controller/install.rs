@@ -277,21 +277,54 @@ async fn cached_fetch<P: Served>(
         record_digest(s, &cache, &r).await;
         return Ok(r);
     }
+    let uncached_key = format!("{}@{version}", provider_key(p));
+    if let Some((fetches, wait)) = uncached_wait(ctx, &uncached_key) {
+        return Err(SourceError::Transient {
+            what: format!("release {version}"),
+            reason: format!(
+                "it cannot be kept in the release cache and was fetched {fetches} times; fetched again in {}s at the earliest (back-off)",
+                wait.as_secs()
+            ),
+        });
+    }
     let release = timed().await?;
     info!(provider = %provider_key(p), version, "release fetched");
-    cache_release(s, &cache, &release, key).await;
+    let cached = cache_release(s, &cache, &release, key).await;
+    if let Ok(mut u) = ctx.uncached.lock() {
+        if cached {
+            u.remove(&uncached_key);
+        } else {
+            let n = u.get(&uncached_key).map_or(0, |(n, _)| *n);
+            u.insert(
+                uncached_key,
+                (n.saturating_add(1), std::time::Instant::now()),
+            );
+        }
+    }
     Ok(release)
 }
 
+/// How long fetching a release the cache could not keep must still wait (the reconciler's
+/// back-off after as many fetches), with the number of fetches so far; `None` when it may be
+/// fetched now.
+fn uncached_wait(ctx: &Ctx, key: &str) -> Option<(u32, std::time::Duration)> {
+    let (fetches, last) = *ctx.uncached.lock().ok()?.get(key)?;
+    let due = super::reconcile::backoff_delay(fetches, 0.5);
+    due.checked_sub(last.elapsed())
+        .filter(|w| !w.is_zero())
+        .map(|w| (fetches, w))
+}
+
 /// Caches a fetched release and records its digest; a release that cannot be cached is
-/// reported (it is fetched again when next needed).
+/// reported (it is fetched again when next needed, within the back-off). Whether it was cached.
 async fn cache_release<P: Served>(
     s: &mut State<'_, P>,
     cache: &ReleaseCache,
     release: &Release,
     key: &str,
-) {
-    if let Err(e) = cache.put(s.p, release, key).await {
+) -> bool {
+    let put = cache.put(s.p, release, key).await;
+    if let Err(e) = &put {
         warn!(provider = %provider_key(s.p), error = %e, "release not cached");
         let note = format!(
             "release {} is not kept in the release cache and will be fetched again when needed: {e}",
@@ -300,6 +333,7 @@ async fn cache_release<P: Served>(
         publish(s.obj, s.ctx, false, reason::RELEASE_NOT_CACHED, note).await;
     }
     record_digest(s, cache, release).await;
+    put.is_ok()
 }
 
 /// Records the digest of `release` in the status, keeps only the digests (and cache entries)

@@ -270,6 +270,9 @@ pub struct Ctx {
     pub opts: Options,
     /// Consecutive transient failures per provider, for exponential backoff.
     pub failures: std::sync::Mutex<BTreeMap<String, u32>>,
+    /// Releases the release cache could not keep (`provider@version`): how many times they
+    /// were fetched and when last, so fetching them again waits for the back-off.
+    pub uncached: std::sync::Mutex<BTreeMap<String, (u32, std::time::Instant)>>,
     /// Whether providers get clusterctl inventory entries (asked for, and the CRD is served).
     pub inventory: bool,
     /// Watches of the Secrets and ConfigMaps providers read.
@@ -829,6 +832,7 @@ pub async fn run(client: Client, opts: Options) -> anyhow::Result<()> {
         },
         opts: opts.clone(),
         failures: std::sync::Mutex::new(BTreeMap::new()),
+        uncached: std::sync::Mutex::new(BTreeMap::new()),
         inventory,
         inputs: inputs::InputWatches::new(triggers.clone()),
     });

@@ -90,6 +90,7 @@ fn ctx(fake: &Arc<FakeApi>, others: Vec<AnyProvider>) -> Arc<Ctx> {
         },
         inventory: false,
         failures: std::sync::Mutex::new(BTreeMap::new()),
+        uncached: std::sync::Mutex::new(BTreeMap::new()),
         inputs: super::inputs::InputWatches::inactive(),
     })
 }

@@ -474,6 +474,31 @@ mod tests {
         );
     }
 
+    /// Build metadata (`+`) is no label value: a version carrying it is still cached.
+    #[test]
+    fn version_labels_are_valid_label_values() {
+        assert_eq!(version_label("v1.0.0"), "v1.0.0");
+        assert_eq!(version_label("v1.0.0+build.7"), "v1.0.0_build.7");
+        let long = version_label(&format!("v1.0.0-{}", "a".repeat(80)));
+        assert!(long.len() <= 63, "{long}");
+    }
+
+    /// The installed version, the one before it and the one being installed are kept.
+    #[test]
+    fn kept_versions_are_installed_previous_and_current() {
+        let recorded: BTreeMap<String, String> = ["v0.9.0", "v1.0.0", "v1.0.1", "v1.0.2"]
+            .iter()
+            .map(|v| (v.to_string(), String::new()))
+            .collect();
+        let mut kept = kept_versions(&recorded, Some("v1.0.1"), "v1.0.2");
+        kept.sort();
+        assert_eq!(kept, ["v1.0.0", "v1.0.1", "v1.0.2"]);
+        let mut kept = kept_versions(&recorded, Some("v1.0.2"), "v1.0.2");
+        kept.sort();
+        assert_eq!(kept, ["v1.0.1", "v1.0.2"]);
+        assert_eq!(kept_versions(&recorded, None, "v1.0.0"), ["v1.0.0"]);
+    }
+
     #[test]
     fn secret_and_configmap_references() {
         let mut p = provider(ProviderType::Infrastructure, "capa", "aws");

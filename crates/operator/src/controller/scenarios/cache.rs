@@ -8,8 +8,10 @@ use capi_operator_api::{CoreProvider, FINALIZER};
 use serde_json::{Value, json};
 
 use super::{COMPONENTS, EVENTS, METADATA, NS, PROVIDER, applied_status};
+use kube::runtime::controller::Action;
+
 use crate::controller::{
-    Options,
+    Ctx, Options,
     fake_api::FakeApi,
     reconcile::{self, reason},
     source::{RELEASE_CACHE_LABEL, RELEASE_SOURCE_ANNOTATION, Release, release_digest},
@@ -71,16 +73,28 @@ fn entry(gh: &FakeServer, version: &str, components: &str, uid: &str) -> Value {
            "data": {"metadata": METADATA, "components": components}})
 }
 
-async fn reconcile_with(fake: &Arc<FakeApi>, gh: &FakeServer, obj: Value) -> TestResult {
-    fake.put(PROVIDER, obj.clone());
-    let base = super::ctx(fake, vec![]);
-    let mut ctx = Arc::into_inner(base).ok_or("ctx shared")?;
+/// The scenarios' context, fetching from `gh`.
+fn github_ctx(fake: &Arc<FakeApi>, gh: &FakeServer) -> Result<Arc<Ctx>, &'static str> {
+    let mut ctx = Arc::into_inner(super::ctx(fake, vec![])).ok_or("ctx shared")?;
     ctx.opts = Options {
         github_api_url: Some(gh.url().to_string()),
         ..ctx.opts
     };
+    Ok(Arc::new(ctx))
+}
+
+async fn reconcile_in(
+    fake: &Arc<FakeApi>,
+    ctx: &Arc<Ctx>,
+    obj: Value,
+) -> Result<Action, Box<dyn std::error::Error>> {
+    fake.put(PROVIDER, obj.clone());
     let p: CoreProvider = serde_json::from_value(obj)?;
-    reconcile::reconcile(Arc::new(p), Arc::new(ctx)).await?;
+    Ok(reconcile::reconcile(Arc::new(p), ctx.clone()).await?)
+}
+
+async fn reconcile_with(fake: &Arc<FakeApi>, gh: &FakeServer, obj: Value) -> TestResult {
+    reconcile_in(fake, &github_ctx(fake, gh)?, obj).await?;
     Ok(())
 }
 
@@ -239,5 +253,100 @@ async fn old_entries_are_pruned_keeping_the_installed_and_previous_versions() ->
         .keys()
         .collect();
     assert_eq!(kept, ["v1.0.0", "v1.0.1", "v1.0.2"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_release_that_cannot_be_cached_is_fetched_again_only_after_the_backoff() -> TestResult {
+    let (gh, _tree) = github(&["v1.0.0"]).await?;
+    let fake = FakeApi::new();
+    // The entry's name is taken by a user's ConfigMap: the release cannot be cached.
+    fake.put(
+        &format!("{CACHE}/core-cluster-api-v1.0.0"),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "core-cluster-api-v1.0.0", "namespace": NS},
+               "data": {"settings": "mine"}}),
+    );
+    let ctx = github_ctx(&fake, &gh)?;
+    reconcile_in(&fake, &ctx, provider("v1.0.0", json!({}))).await?;
+    let fetched = gh.requests().len();
+    assert!(fetched > 0);
+    assert!(event_reasons(&fake).contains(&reason::RELEASE_NOT_CACHED.to_string()));
+    // At once again: the back-off holds the fetch back, and the reconcile says why.
+    let again = reconcile_in(&fake, &ctx, provider("v1.0.0", json!({}))).await;
+    assert_eq!(
+        gh.requests().len(),
+        fetched,
+        "fetched again within the back-off"
+    );
+    let err = again.err().ok_or("the held-back fetch was not reported")?;
+    assert!(
+        err.to_string()
+            .contains("cannot be kept in the release cache"),
+        "{err}"
+    );
+    Ok(())
+}
+
+/// cluster-api-operator's release ConfigMap of v1.0.0, created at `created`, holding `components`.
+fn go_release(created: &str, components: &str) -> Value {
+    let labels = capi_operator_api::v1alpha2::release_configmap_labels(
+        capi_operator_api::ProviderType::Core,
+        "cluster-api",
+        "v1.0.0",
+        false,
+    );
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "core-cluster-api-v1.0.0", "namespace": NS,
+                        "labels": labels, "creationTimestamp": created},
+           "data": {"metadata": METADATA, "components": components}})
+}
+
+#[tokio::test]
+async fn the_other_operators_release_is_taken_over_only_at_a_handover() -> TestResult {
+    let (gh, _tree) = github(&["v1.0.0"]).await?;
+    let path = format!("{CACHE}/core-cluster-api-v1.0.0");
+
+    // Written before the provider object existed, for a provider with no digest yet: the
+    // handover it looks like; nothing is fetched and its digest is recorded.
+    let fake = FakeApi::new();
+    fake.put(&path, go_release("2025-06-01T00:00:00Z", COMPONENTS));
+    reconcile_with(&fake, &gh, provider("v1.0.0", json!({}))).await?;
+    assert_eq!(gh.requests().len(), 0, "fetched although handed over");
+    let status = applied_status(&fake)?;
+    assert_eq!(
+        status["releaseDigests"]["v1.0.0"],
+        release_digest(&genuine("v1.0.0"))
+    );
+
+    // Planted after the provider object was created: fetched instead, never applied.
+    let fake = FakeApi::new();
+    fake.put(&path, go_release("2026-02-01T00:00:00Z", FORGED));
+    reconcile_with(&fake, &gh, provider("v1.0.0", json!({}))).await?;
+    assert!(gh.count("/releases") > 0);
+    assert!(
+        !fake
+            .writes()
+            .iter()
+            .any(|w| w.method == "PATCH" && w.body.to_string().contains("forged-admin"))
+    );
+
+    // Once this operator recorded a release of the provider, no such ConfigMap is read.
+    let fake = FakeApi::new();
+    let before = gh.requests().len();
+    fake.put(&path, go_release("2025-06-01T00:00:00Z", FORGED));
+    let recorded = json!({"installedVersion": "v0.9.0",
+                          "releaseDigests": {"v0.9.0": "0".repeat(64)}});
+    reconcile_with(&fake, &gh, provider("v1.0.0", recorded)).await?;
+    assert!(
+        gh.requests().len() > before,
+        "the other operator's ConfigMap was used"
+    );
+    assert!(
+        !fake
+            .writes()
+            .iter()
+            .any(|w| w.method == "PATCH" && w.body.to_string().contains("forged-admin"))
+    );
     Ok(())
 }
