@@ -350,3 +350,32 @@ async fn the_other_operators_release_is_taken_over_only_at_a_handover() -> TestR
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn the_release_resolved_as_latest_is_recorded_and_not_fetched_again() -> TestResult {
+    let (gh, _tree) = github(&["v1.0.0"]).await?;
+    let fake = FakeApi::new();
+    let mut unversioned = provider("", json!({}));
+    unversioned["spec"]
+        .as_object_mut()
+        .ok_or("spec")?
+        .remove("version");
+    reconcile_with(&fake, &gh, unversioned).await?;
+    let fetched = gh.requests().len();
+    assert!(fetched > 0);
+    // The digest goes into the status with the resolved version, so the cached entry is
+    // trusted by the next reconcile.
+    let status = fake
+        .get(PROVIDER)
+        .ok_or("no provider")?
+        .get("status")
+        .cloned()
+        .ok_or("no status written")?;
+    assert_eq!(
+        status["releaseDigests"]["v1.0.0"],
+        release_digest(&genuine("v1.0.0"))
+    );
+    reconcile_with(&fake, &gh, provider("v1.0.0", status)).await?;
+    assert_eq!(gh.requests().len(), fetched, "fetched again");
+    Ok(())
+}
