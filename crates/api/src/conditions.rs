@@ -63,6 +63,12 @@ pub mod reason {
     pub const FETCH_FAILED: &str = "ComponentsFetchError";
     /// The source is temporarily unreachable; retried with backoff.
     pub const SOURCE_UNAVAILABLE: &str = "SourceUnavailable";
+    /// A release cache entry's content is not the release the operator cached (its SHA-256
+    /// differs from the one in the status): not used, fetched again (an event).
+    pub const RELEASE_CACHE_MISMATCH: &str = "ReleaseCacheMismatch";
+    /// The release could not be kept in the release cache, so it is fetched again (within
+    /// the retry back-off) when needed (an event).
+    pub const RELEASE_NOT_CACHED: &str = "ReleaseNotCached";
     /// metadata.yaml is unusable for the version.
     pub const INVALID_METADATA: &str = "InvalidMetadata";
     /// The referenced Secret does not exist.

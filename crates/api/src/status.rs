@@ -1,5 +1,7 @@
 //! The shared `ProviderStatus`.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
@@ -22,6 +24,12 @@ pub struct ProviderStatus {
     /// Version of the release currently installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub installed_version: Option<String>,
+    /// SHA-256 (hex) of the releases the operator keeps in its release cache, by version (the
+    /// installed one, the one before it, and the one being installed). Anyone allowed to write
+    /// ConfigMaps in the namespace could rewrite a cache entry; the status is written only
+    /// by the operator, so a cached release is used only while its content has this digest.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub release_digests: BTreeMap<String, String>,
 }
 
 impl ProviderStatus {

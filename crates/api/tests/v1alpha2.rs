@@ -1116,6 +1116,7 @@ fn our_status() -> Res<api::ProviderStatus> {
         ],
         observed_generation: Some(3),
         installed_version: Some("v1.10.0".into()),
+        release_digests: [("v1.10.0".to_string(), "ab12".to_string())].into(),
     })
 }
 
@@ -1568,6 +1569,8 @@ fn crd_schema_has_the_apis_fields_types_and_rules() -> TestResult {
         assert!(rules[0]["message"].as_str().is_some_and(|m| !m.is_empty()));
     }
 
+    // The other operator's status fields, and this operator's release digests (what lets its
+    // release cache be trusted; the other operator never reads them).
     let status = &root["properties"]["status"];
     assert_eq!(
         keys(status),
@@ -1575,7 +1578,8 @@ fn crd_schema_has_the_apis_fields_types_and_rules() -> TestResult {
             "conditions",
             "contract",
             "installedVersion",
-            "observedGeneration"
+            "observedGeneration",
+            "releaseDigests"
         ]
     );
     let conditions = &status["properties"]["conditions"];

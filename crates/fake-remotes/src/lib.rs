@@ -489,7 +489,12 @@ async fn handle(state: &State, host: HostKind, req: Request<Incoming>) -> Respon
         .map(decode)
         .collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
-    match segs.as_slice() {
+    // GitHub Enterprise Server serves the same API under /api/v3.
+    let segs = match segs.as_slice() {
+        ["api", "v3", rest @ ..] => rest,
+        all => all,
+    };
+    match segs {
         [
             "api",
             "v4",

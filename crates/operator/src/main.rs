@@ -65,6 +65,11 @@ struct RunArgs {
     /// GitHub API base URL (GitHub Enterprise, or a local GitHub-compatible server).
     #[arg(long, env = "CAPI_OPERATOR_GITHUB_API_URL")]
     github_api_url: Option<String>,
+    /// API hosts (`host` or `host:port`, comma-separated) the operator's GITHUB_TOKEN may be
+    /// sent to besides api.github.com and --github-api-url's host: GitHub Enterprise servers
+    /// trusted with it. A provider on any other host gets only its own Secret's token.
+    #[arg(long, env = "CAPI_OPERATOR_GITHUB_TOKEN_HOSTS", value_delimiter = ',')]
+    github_token_hosts: Vec<String>,
     /// Seconds before re-checking a provider stuck on a configuration problem.
     #[arg(long, default_value_t = 300)]
     config_retry_seconds: u64,
@@ -217,6 +222,12 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
     let opts = controller::Options {
         github_api_url: args.github_api_url,
         github_token: std::env::var("GITHUB_TOKEN").ok().filter(|t| !t.is_empty()),
+        github_token_hosts: args
+            .github_token_hosts
+            .iter()
+            .map(|h| h.trim().to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect(),
         config_retry: secs(args.config_retry_seconds),
         resync: secs(args.sync_period_seconds),
         concurrency: args.concurrency,

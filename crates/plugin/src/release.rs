@@ -149,6 +149,7 @@ fn from_fetch_config(
         &SourceSettings {
             github_api_url: flags.github_api_url.as_deref(),
             github_token: None,
+            github_token_hosts: &[],
             allow_http_urls: true,
         },
         |namespace, query| client.map(|c| KubeConfigMaps::new(c.clone(), namespace, query)),

@@ -59,8 +59,14 @@ pub struct SourceSettings<'a> {
     /// GitHub API base URL used instead of the one a release URL's host implies (GitHub
     /// Enterprise, or a local GitHub-compatible server).
     pub github_api_url: Option<&'a str>,
-    /// GitHub token used when the variables hold none (or an empty one).
+    /// GitHub token used when the variables hold none (or an empty one). It is the caller's
+    /// own, shared by every provider, so it is sent only to an API host the caller vouches for:
+    /// api.github.com, the host of [`SourceSettings::github_api_url`], or one of
+    /// [`SourceSettings::github_token_hosts`]; never to a host a provider's URL names.
     pub github_token: Option<&'a str>,
+    /// Further API hosts (`host` or `host:port`, lower case) the caller's GitHub token may be
+    /// sent to: GitHub Enterprise servers the operator's administrator trusts with it.
+    pub github_token_hosts: &'a [String],
     /// Whether a plain `http://` release URL is accepted (the plugin's, for local servers);
     /// otherwise GitLab package URLs must use https.
     pub allow_http_urls: bool,
@@ -216,9 +222,13 @@ fn url_source<R>(
         return Ok(ProviderSource {
             components_file: u.file.clone(),
             url_version: Some(u.version.clone()),
+            // Keys are written into the cluster: never with a URL's credentials.
             cache_key: Some(format!(
                 "gitlab {}/{}/{}/{}",
-                u.base, u.project, u.package, u.file
+                key_url(&u.base),
+                u.project,
+                u.package,
+                u.file
             )),
             description: format!("GitLab package {}/{}", u.base, u.package),
             source: AnySource::GitLab(GitLabSource::new(&u, token, http)?),
@@ -233,18 +243,66 @@ fn url_source<R>(
     let api = settings
         .github_api_url
         .map_or_else(|| u.default_api(), str::to_string);
-    // The provider's own token wins over the caller's.
+    // The provider's own token wins over the caller's. It goes to the API its own URL names
+    // (or the one the caller put in place of every GitHub API); the caller's token only to a
+    // host the caller vouches for, so a provider cannot draw it to a server of its choosing.
     let token = variables(GITHUB_TOKEN)
         .filter(|t| !t.is_empty())
-        .or_else(|| settings.github_token.map(str::to_string));
+        .or_else(|| {
+            settings
+                .github_token
+                .filter(|_| global_token_allowed(&api, settings))
+                .map(str::to_string)
+        });
     let source = GitHubSource::new(&api, &u.owner, &u.repo, token, http)?;
     Ok(ProviderSource {
-        cache_key: Some(format!("github {api} {}/{} {}", u.owner, u.repo, u.file)),
+        cache_key: Some(format!(
+            "github {} {}/{} {}",
+            key_url(&api),
+            u.owner,
+            u.repo,
+            u.file
+        )),
         description: format!("GitHub repository {}", source.repository()),
         source: AnySource::GitHub(source),
         components_file: u.file,
         url_version: u.version,
     })
+}
+
+/// `url` as a cache key holds it: unchanged (keys of existing entries stay valid) unless it
+/// carries user info or a query, which are redacted since keys are written into the cluster.
+fn key_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) if u.username().is_empty() && u.password().is_none() && u.query().is_none() => {
+            url.to_string()
+        }
+        _ => redact_url(url),
+    }
+}
+
+/// Host (with its port when not the scheme's default) of a URL, lower case.
+fn host_of(url: &str) -> Option<String> {
+    let u = reqwest::Url::parse(url).ok()?;
+    let host = u.host_str()?.to_ascii_lowercase();
+    Some(match u.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host,
+    })
+}
+
+/// Whether the caller's own GitHub token may be sent to the API at `api`: api.github.com, the
+/// caller's configured API, or a host the caller names.
+fn global_token_allowed(api: &str, settings: &SourceSettings<'_>) -> bool {
+    let Some(host) = host_of(api) else {
+        return false;
+    };
+    host_of(crate::github::GITHUB_API).as_deref() == Some(host.as_str())
+        || settings.github_api_url.and_then(host_of).as_deref() == Some(host.as_str())
+        || settings
+            .github_token_hosts
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(&host))
 }
 
 /// Any other URL: an HTTP(S) server in clusterctl's repository layout, with credentials and
@@ -268,7 +326,7 @@ fn repository_source<R>(
     };
     let source = RepositorySource::new(&u.base, credentials, http)?;
     Ok(ProviderSource {
-        cache_key: Some(format!("http {} {}", u.base, u.file)),
+        cache_key: Some(format!("http {} {}", key_url(&u.base), u.file)),
         description: format!("release repository {}", redact_url(&u.base)),
         source: AnySource::Repository(source),
         components_file: u.file,
@@ -476,6 +534,54 @@ mod tests {
             panic!("{e:?}")
         };
         assert_eq!(e.to_string(), *m);
+    }
+
+    /// Cache keys are written into the cluster (the cache entries' annotation): a URL's user
+    /// info and token-like query values never reach them.
+    #[test]
+    fn cache_keys_keep_no_credentials() {
+        let urls = [
+            "https://me:pa55word@example.com/repo/releases-tree",
+            "https://me:pa55word@gitlab.example/api/v4/projects/g%2Fp/packages/generic/capa/v2.0.0/components.yaml",
+        ];
+        for u in urls {
+            let c = choose_plain(&url(u)).unwrap();
+            let key = c.cache_key.unwrap();
+            assert!(!key.contains("pa55word"), "{u}: {key}");
+        }
+        let settings = SourceSettings {
+            github_api_url: Some("https://me:pa55word@ghe.example/api/v3"),
+            ..SourceSettings::default()
+        };
+        let gh = url("https://github.com/acme/widget/releases");
+        let key = choose(AWS, Some(&gh), &[], &settings)
+            .unwrap()
+            .cache_key
+            .unwrap();
+        assert!(!key.contains("pa55word"), "{key}");
+    }
+
+    /// The operator-wide token goes to api.github.com, the configured API and the named
+    /// hosts; a provider's own token to the API its URL names.
+    #[test]
+    fn the_operator_token_only_goes_where_the_operator_says() {
+        let hosts = vec!["ghe.trusted:8443".to_string()];
+        let settings = SourceSettings {
+            github_token: Some("operator-token"),
+            github_token_hosts: &hosts,
+            ..SourceSettings::default()
+        };
+        let allowed = |api: &str, s: &SourceSettings<'_>| global_token_allowed(api, s);
+        assert!(allowed("https://api.github.com", &settings));
+        assert!(allowed("https://GHE.trusted:8443/api/v3", &settings));
+        assert!(!allowed("https://ghe.trusted/api/v3", &settings));
+        assert!(!allowed("https://evil.example/api/v3", &settings));
+        assert!(!allowed("not a url", &settings));
+        let configured = SourceSettings {
+            github_api_url: Some("https://ghe.corp/api/v3"),
+            ..settings
+        };
+        assert!(allowed("https://ghe.corp/api/v3", &configured));
     }
 
     #[test]

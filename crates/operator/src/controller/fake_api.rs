@@ -160,7 +160,9 @@ impl FakeApi {
                 None if is_collection(&r.path) => (StatusCode::OK, self.list(r)),
                 None => not_found(&r.path),
             },
+            "POST" if r.path.ends_with("/configmaps") => self.create(r),
             "POST" => (StatusCode::CREATED, r.body.clone()),
+            "PUT" => self.replace(r),
             "PATCH" => self.patch(r),
             "DELETE" => {
                 let gone = self.objects.lock().ok().and_then(|mut o| o.remove(&r.path));
@@ -171,6 +173,30 @@ impl FakeApi {
             }
             _ => not_found(&r.path),
         }
+    }
+
+    /// Creates a ConfigMap (the release cache's writes): 409 when the name is taken.
+    fn create(&self, r: &Recorded) -> (StatusCode, Value) {
+        let name = r.body["metadata"]["name"].as_str().unwrap_or("");
+        let path = format!("{}/{name}", r.path);
+        if self.get(&path).is_some() {
+            return conflict(&path);
+        }
+        self.put(&path, r.body.clone());
+        (StatusCode::CREATED, self.get(&path).unwrap_or(Value::Null))
+    }
+
+    /// Replaces an object, refusing a stale resourceVersion as the apiserver does.
+    fn replace(&self, r: &Recorded) -> (StatusCode, Value) {
+        let Some(old) = self.get(&r.path) else {
+            return not_found(&r.path);
+        };
+        let want = &r.body["metadata"]["resourceVersion"];
+        if !want.is_null() && *want != old["metadata"]["resourceVersion"] {
+            return conflict(&r.path);
+        }
+        self.put(&r.path, r.body.clone());
+        (StatusCode::OK, self.get(&r.path).unwrap_or(Value::Null))
     }
 
     fn patch(&self, r: &Recorded) -> (StatusCode, Value) {
@@ -237,7 +263,7 @@ fn conflict(path: &str) -> (StatusCode, Value) {
     (
         StatusCode::CONFLICT,
         json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-               "message": format!("Operation cannot be fulfilled on {path}: the object has been modified; please apply your changes to the latest version and try again"),
+               "message": format!("Operation cannot be fulfilled on {path}: the object has been modified or already exists"),
                "reason": "Conflict", "code": 409}),
     )
 }

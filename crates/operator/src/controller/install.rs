@@ -40,7 +40,7 @@ use super::{
     preflight, provider_key,
     reconcile::{Error, Outcome, Problem, list_note, merge_params, problem, publish, reason},
     served::Served,
-    source::{self, Chosen, ReleaseCache},
+    source::{self, Chosen, Lookup, ReleaseCache},
 };
 
 /// What every phase reads, and the status the phases fill in.
@@ -162,7 +162,7 @@ async fn configure<P>(s: &State<'_, P>) -> Phase<(BTreeMap<String, String>, Chos
 
 /// spec.version, checked against a downgrade. An empty one is resolved to the latest release
 /// and written back, which ends this reconcile: the update brings the next one.
-async fn resolve_version<P: Served>(s: &State<'_, P>, chosen: &Chosen) -> Phase<String> {
+async fn resolve_version<P: Served>(s: &mut State<'_, P>, chosen: &Chosen) -> Phase<String> {
     if let Some(v) = s.p.spec.version.as_deref().filter(|v| !v.is_empty()) {
         if let Err(f) = preflight::check_downgrade(s.status.installed_version.as_deref(), v) {
             return end(preflight_failed(f));
@@ -227,16 +227,14 @@ fn version_not_written(e: kube::Error) -> Outcome {
     )
 }
 
-/// The latest release's version; the release is cached, as the next reconcile fetches it.
-async fn latest_version<P>(s: &State<'_, P>, chosen: &Chosen) -> Phase<String> {
+/// The latest release's version; the release is cached (and its digest recorded), as the
+/// next reconcile fetches it.
+async fn latest_version<P: Served>(s: &mut State<'_, P>, chosen: &Chosen) -> Phase<String> {
     match fetch_release(&chosen.source, None, &chosen.components_file).await {
         Ok(r) => {
-            if let Some(key) = chosen.cache_key.as_deref()
-                && let Err(e) = ReleaseCache::new(s.ctx.client.clone(), s.p.namespace())
-                    .put(s.p, &r, key)
-                    .await
-            {
-                warn!(error = %e, "release not cached");
+            if let Some(key) = chosen.cache_key.as_deref() {
+                let cache = ReleaseCache::new(s.ctx.client.clone(), s.p.namespace());
+                cache_release(s, &cache, &r, key).await;
             }
             ControlFlow::Continue(r.version)
         }
@@ -246,11 +244,16 @@ async fn latest_version<P>(s: &State<'_, P>, chosen: &Chosen) -> Phase<String> {
 
 /// The release (through the in-cluster cache for remote sources) and its contract, within the
 /// memory budget: an estimate is held while fetching, then the release's own cost.
-async fn fetch<P>(s: &State<'_, P>, chosen: &Chosen, version: String) -> Phase<Fetched> {
-    let budget = &s.ctx.opts.memory_budget;
+async fn fetch<P: Served>(
+    s: &mut State<'_, P>,
+    chosen: &Chosen,
+    version: String,
+) -> Phase<Fetched> {
+    let ctx = s.ctx;
+    let budget = &ctx.opts.memory_budget;
     let key = provider_key(s.p);
     let share = budget.acquire(budget.estimate(&key, &version)).await;
-    let release = match cached_fetch(s.ctx, s.p, chosen, &version).await {
+    let release = match cached_fetch(s, chosen, &version).await {
         Ok(r) => r,
         Err(e) => return end(Outcome::from_source(PROVIDER_INSTALLED, e)),
     };
@@ -280,12 +283,15 @@ async fn fetch<P>(s: &State<'_, P>, chosen: &Chosen, version: String) -> Phase<F
     }
 }
 
-async fn cached_fetch(
-    ctx: &Ctx,
-    p: &AnyProvider,
+/// The release from the cache when its entry has the digest the status records, else taken
+/// over from cluster-api-operator (before this operator recorded any release of the
+/// provider) or fetched; a fetched release is cached and its digest recorded.
+async fn cached_fetch<P: Served>(
+    s: &mut State<'_, P>,
     chosen: &Chosen,
     version: &str,
 ) -> Result<Release, SourceError> {
+    let (ctx, p) = (s.ctx, s.p);
     let timed = || async {
         let started = std::time::Instant::now();
         let r = fetch_release(&chosen.source, Some(version), &chosen.components_file).await;
@@ -298,20 +304,107 @@ async fn cached_fetch(
         return timed().await;
     };
     let cache = ReleaseCache::new(ctx.client.clone(), p.namespace());
-    if let Some(r) = cache.get(p, version, key).await? {
+    let recorded = s.status.release_digests.get(version).map(String::as_str);
+    match cache.get(p, version, key, recorded).await? {
+        Lookup::Hit(r) => return Ok(r),
+        Lookup::Mismatch(why) => {
+            warn!(provider = %provider_key(p), version, %why, "release cache entry not used");
+            let note =
+                format!("release {version} fetched again; its cache entry was not used: {why}");
+            publish(s.obj, ctx, false, reason::RELEASE_CACHE_MISMATCH, note).await;
+        }
+        Lookup::Miss => {}
+    }
+    if s.status.release_digests.is_empty()
+        && let Some(r) = cache.take_over_go_release(p, version, key).await?
+    {
+        info!(provider = %provider_key(p), version, "release taken over from cluster-api-operator's ConfigMap; nothing fetched");
+        record_digest(s, &cache, &r).await;
         return Ok(r);
     }
-    if let Some(r) = cache.take_over_go_release(p, version, key).await? {
-        info!(provider = %provider_key(p), version, "release taken over from cluster-api-operator's ConfigMap; nothing fetched");
-        return Ok(r);
+    let uncached_key = format!("{}@{version}", provider_key(p));
+    if let Some((fetches, wait)) = uncached_wait(ctx, &uncached_key) {
+        return Err(SourceError::Transient {
+            what: format!("release {version}"),
+            reason: format!(
+                "it cannot be kept in the release cache and was fetched {fetches} times; fetched again in {}s at the earliest (back-off)",
+                wait.as_secs()
+            ),
+        });
     }
     let release = timed().await?;
     info!(provider = %provider_key(p), version, "release fetched");
-    if let Err(e) = cache.put(p, &release, key).await {
-        // The cache only saves a future fetch; failing to write it is not fatal.
-        warn!(provider = %provider_key(p), error = %e, "release not cached");
+    let cached = cache_release(s, &cache, &release, key).await;
+    if let Ok(mut u) = ctx.uncached.lock() {
+        if cached {
+            u.remove(&uncached_key);
+        } else {
+            let n = u.get(&uncached_key).map_or(0, |(n, _)| *n);
+            u.insert(
+                uncached_key,
+                (n.saturating_add(1), std::time::Instant::now()),
+            );
+        }
     }
     Ok(release)
+}
+
+/// How long fetching a release the cache could not keep must still wait (the reconciler's
+/// back-off after as many fetches), with the number of fetches so far; `None` when it may be
+/// fetched now.
+fn uncached_wait(ctx: &Ctx, key: &str) -> Option<(u32, std::time::Duration)> {
+    let (fetches, last) = *ctx.uncached.lock().ok()?.get(key)?;
+    let due = super::reconcile::backoff_delay(fetches, 0.5);
+    due.checked_sub(last.elapsed())
+        .filter(|w| !w.is_zero())
+        .map(|w| (fetches, w))
+}
+
+/// Caches a fetched release and records its digest; a release that cannot be cached is
+/// reported (it is fetched again when next needed, within the back-off). Whether it was cached.
+async fn cache_release<P: Served>(
+    s: &mut State<'_, P>,
+    cache: &ReleaseCache,
+    release: &Release,
+    key: &str,
+) -> bool {
+    let put = cache.put(s.p, release, key).await;
+    if let Err(e) = &put {
+        warn!(provider = %provider_key(s.p), error = %e, "release not cached");
+        let note = format!(
+            "release {} is not kept in the release cache and will be fetched again when needed: {e}",
+            release.version
+        );
+        publish(s.obj, s.ctx, false, reason::RELEASE_NOT_CACHED, note).await;
+    }
+    record_digest(s, cache, release).await;
+    put.is_ok()
+}
+
+/// Records the digest of `release` in the status, keeps only the digests (and cache entries)
+/// of the installed, previous and current versions.
+async fn record_digest<P>(s: &mut State<'_, P>, cache: &ReleaseCache, release: &Release) {
+    let digests = &mut s.status.release_digests;
+    digests.insert(release.version.clone(), source::release_digest(release));
+    let keep: Vec<String> = source::kept_versions(
+        digests,
+        s.status.installed_version.as_deref(),
+        &release.version,
+    )
+    .into_iter()
+    .map(str::to_string)
+    .collect();
+    digests.retain(|v, _| keep.contains(v));
+    let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
+    match cache.prune(s.p, &keep).await {
+        Ok(0) => {}
+        Ok(n) => {
+            debug!(provider = %provider_key(s.p), pruned = n, "old release cache entries deleted")
+        }
+        Err(e) => {
+            warn!(provider = %provider_key(s.p), error = %e, "old release cache entries not pruned")
+        }
+    }
 }
 
 /// The release's contract against the core provider's, and a contract-changing core upgrade

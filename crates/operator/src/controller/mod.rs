@@ -98,6 +98,9 @@ pub struct Options {
     pub github_api_url: Option<String>,
     /// Token for GitHub when the provider Secret has none (`GITHUB_TOKEN`).
     pub github_token: Option<String>,
+    /// API hosts besides api.github.com and `github_api_url`'s that `github_token` may be
+    /// sent to (GitHub Enterprise servers trusted with it); never one a provider names.
+    pub github_token_hosts: Vec<String>,
     /// Delay before re-checking a provider stuck on a configuration problem.
     pub config_retry: Duration,
     /// Periodic re-check of a healthy provider.
@@ -125,6 +128,7 @@ impl Default for Options {
         Options {
             github_api_url: None,
             github_token: None,
+            github_token_hosts: Vec::new(),
             config_retry: Duration::from_secs(300),
             resync: Duration::from_secs(1800),
             concurrency: 4,
@@ -262,6 +266,9 @@ pub struct Ctx {
     pub failures: std::sync::Mutex<BTreeMap<String, u32>>,
     /// Readiness rechecks of unready providers and looks at blocked deletions, with back-off.
     pub rechecks: readiness::Rechecks,
+    /// Releases the release cache could not keep (`provider@version`): how many times they
+    /// were fetched and when last, so fetching them again waits for the back-off.
+    pub uncached: std::sync::Mutex<BTreeMap<String, (u32, std::time::Instant)>>,
     /// Whether providers get clusterctl inventory entries (asked for, and the CRD is served).
     pub inventory: bool,
     /// Watches of the Secrets and ConfigMaps providers read.
@@ -820,6 +827,7 @@ pub async fn run(config: kube::Config, opts: Options) -> anyhow::Result<()> {
         opts: opts.clone(),
         failures: std::sync::Mutex::new(BTreeMap::new()),
         rechecks: readiness::Rechecks::default(),
+        uncached: std::sync::Mutex::new(BTreeMap::new()),
         inventory,
         inputs: inputs::InputWatches::new(triggers.clone()),
     });

@@ -289,6 +289,12 @@ async fn install_and_report<P: Served>(
         }
     };
     if let Outcome::VersionWritten = outcome {
+        // The resolved release was cached: its digest is what lets the next reconcile use it.
+        if status.release_digests != old.release_digests {
+            let mut digests_only = old.clone();
+            digests_only.release_digests = status.release_digests;
+            write_status(api, p, &served::shown(p.api, &digests_only)).await?;
+        }
         return Ok(Action::await_change());
     }
     let ended = match &outcome {

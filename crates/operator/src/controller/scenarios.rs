@@ -2,6 +2,8 @@
 //! [`super::fake_api`], asserting the requests the reconciler sends. The end-to-end suites prove
 //! the same behaviours against a real apiserver; these run in milliseconds (`make unit`).
 
+mod cache;
+
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use capi_operator_api::{
@@ -102,6 +104,7 @@ fn ctx_with(
         inventory: false,
         failures: std::sync::Mutex::new(BTreeMap::new()),
         rechecks,
+        uncached: std::sync::Mutex::new(BTreeMap::new()),
         inputs: super::inputs::InputWatches::inactive(),
     })
 }

@@ -73,12 +73,68 @@ pub fn cache_name(p: &AnyProvider, version: &str) -> String {
 }
 
 /// The release cache of one namespace.
+///
+/// Anyone allowed to write ConfigMaps in the namespace can write a ConfigMap of an entry's name
+/// and labels, and the release in it would be applied with the operator's rights. So an entry
+/// is used only while its content has the SHA-256 the provider's status records
+/// ([`ProviderStatus::release_digests`], written only by the operator through the status
+/// subresource); an entry that differs is reported and fetched again, never applied. Releases a
+/// user supplies on purpose (`fetchConfig.selector`) are not cache entries and stay trusted.
+///
+/// [`ProviderStatus::release_digests`]: capi_operator_api::ProviderStatus::release_digests
 pub struct ReleaseCache {
     api: Api<ConfigMap>,
 }
 
 /// A fetched release, from the cache or the source.
 pub type Release = capi_release_sources::Release;
+
+/// What the cache holds for one version.
+#[derive(Debug)]
+pub enum Lookup {
+    /// An entry whose content has the digest the status records.
+    Hit(Release),
+    /// An entry of the operator's (its name, label and source) whose content is not the
+    /// release the operator cached: rewritten by someone else, or damaged. Says how.
+    Mismatch(String),
+    /// Nothing usable: no entry, one from another source, or one whose digest was never
+    /// recorded (written just before a restart, or not by the operator).
+    Miss,
+}
+
+/// SHA-256 (hex) of a release's content: its metadata and components, length-prefixed so
+/// that moving bytes from one to the other changes it.
+pub fn release_digest(r: &Release) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update((r.metadata.len() as u64).to_be_bytes());
+    h.update(r.metadata.as_bytes());
+    h.update(r.components.as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `cm` is one of the operator's release cache entries (its owner label).
+fn is_cache_entry(cm: &ConfigMap) -> bool {
+    cm.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(RELEASE_CACHE_LABEL))
+}
+
+/// A label value naming `version`: label values allow no `+` (semver build metadata), which
+/// would make the entry impossible to write.
+fn version_label(version: &str) -> String {
+    let mut v: String = version
+        .chars()
+        .map(|c| match c {
+            'A'..='Z' | 'a'..='z' | '0'..='9' | '-' | '_' | '.' => c,
+            _ => '_',
+        })
+        .collect();
+    v.truncate(63);
+    v.trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_string()
+}
 
 impl ReleaseCache {
     /// The cache in `namespace`.
@@ -88,17 +144,19 @@ impl ReleaseCache {
         }
     }
 
-    /// The cached release of `p` at `version` fetched from the source `key`, if any.
+    /// The cached release of `p` at `version` fetched from the source `key`, checked against
+    /// `recorded`, the digest the provider's status holds for that version.
     pub async fn get(
         &self,
         p: &AnyProvider,
         version: &str,
         key: &str,
-    ) -> Result<Option<Release>, SourceError> {
+        recorded: Option<&str>,
+    ) -> Result<Lookup, SourceError> {
         let name = cache_name(p, version);
         let cm = match self.api.get_opt(&name).await {
             Ok(Some(cm)) => cm,
-            Ok(None) => return Ok(None),
+            Ok(None) => return Ok(Lookup::Miss),
             Err(e) => return Err(kube_to_source("the release cache", e)),
         };
         let cached_key = cm
@@ -106,18 +164,40 @@ impl ReleaseCache {
             .annotations
             .as_ref()
             .and_then(|a| a.get(RELEASE_SOURCE_ANNOTATION));
-        if cached_key.map(String::as_str) != Some(key) {
-            // fetchConfig now points elsewhere: the same version from another source may differ.
-            return Ok(None);
+        // Not an entry (a user's ConfigMap), or fetchConfig now points elsewhere: the same
+        // version from another source may differ.
+        if !is_cache_entry(&cm) || cached_key.map(String::as_str) != Some(key) {
+            return Ok(Lookup::Miss);
         }
-        decode(&cm, version).await
+        let Some(recorded) = recorded else {
+            return Ok(Lookup::Miss);
+        };
+        let release = match decode(&cm, version).await {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(Lookup::Mismatch(format!("{name} is not UTF-8 text"))),
+            Err(e) => return Ok(Lookup::Mismatch(format!("{name} cannot be read: {e}"))),
+        };
+        let digest = release_digest(&release);
+        if digest != recorded {
+            return Ok(Lookup::Mismatch(format!(
+                "the content of ConfigMap {name} has SHA-256 {digest}, the status records {recorded}"
+            )));
+        }
+        Ok(Lookup::Hit(release))
     }
 
     /// The release cluster-api-operator downloaded for `p` at `version` (its ConfigMap
     /// `{type}-{name}-{version}` carrying its labels, compressed or not), taken into this cache
     /// under the source `key`: a handed-over installation fetches nothing, and the entry no
     /// longer depends on the other operator's objects (its owner reference pointed at them).
-    /// `None` when there is no such ConfigMap or it is not a release of that provider.
+    ///
+    /// Its content cannot be checked, so it is trusted only where a handover is what it
+    /// looks like; the caller takes over only for a provider this operator has recorded no
+    /// release digest for yet, and here the ConfigMap must be older than the provider object
+    /// (creation times are the apiserver's): a ConfigMap planted after the provider existed is
+    /// ignored and the release fetched. Anyone who could write ConfigMaps in the namespace
+    /// before could have rewritten it for cluster-api-operator as well, which applied it too.
+    /// `None` when there is no such ConfigMap or it is not taken over.
     pub async fn take_over_go_release(
         &self,
         p: &AnyProvider,
@@ -135,7 +215,14 @@ impl ReleaseCache {
                 ));
             }
         };
-        if !is_go_release(&cm, p, version) {
+        let older = match (
+            &cm.metadata.creation_timestamp,
+            &p.metadata.creation_timestamp,
+        ) {
+            (Some(c), Some(o)) => c.0 <= o.0,
+            _ => false,
+        };
+        if !is_go_release(&cm, p, version) || !older {
             return Ok(None);
         }
         let Some(release) = decode(&cm, version).await? else {
@@ -149,7 +236,9 @@ impl ReleaseCache {
     }
 
     /// Stores `release` of `p` fetched from the source `key` (owned by the provider object, so
-    /// it goes with it), replacing an entry from another source.
+    /// it goes with it), replacing an entry of this cache (or the release cluster-api-operator
+    /// left under that name); any other ConfigMap of that name is left alone and the release
+    /// is not cached.
     pub async fn put(
         &self,
         p: &AnyProvider,
@@ -159,7 +248,10 @@ impl ReleaseCache {
         let name = cache_name(p, &release.version);
         let mut labels = BTreeMap::new();
         labels.insert(RELEASE_CACHE_LABEL.to_string(), "true".to_string());
-        labels.insert(CONFIGMAP_VERSION_LABEL.to_string(), release.version.clone());
+        labels.insert(
+            CONFIGMAP_VERSION_LABEL.to_string(),
+            version_label(&release.version),
+        );
         // Compressing a large release takes long enough to stall the operator's one event-loop
         // thread (lease renewal, watches): it runs on a blocking thread.
         let owned = release.clone();
@@ -170,9 +262,9 @@ impl ReleaseCache {
                     SourceError::Invalid(format!("compressing the release for the cache: {e}"))
                 })??;
         annotations.insert(RELEASE_SOURCE_ANNOTATION.to_string(), key.to_string());
-        let cm = ConfigMap {
+        let mut cm = ConfigMap {
             metadata: ObjectMeta {
-                name: Some(name),
+                name: Some(name.clone()),
                 labels: Some(labels),
                 annotations: Some(annotations),
                 owner_references: Some(vec![super::owner_reference(p)]),
@@ -182,22 +274,82 @@ impl ReleaseCache {
             binary_data: (!binary.is_empty()).then_some(binary),
             ..ConfigMap::default()
         };
+        let cache = |e| kube_to_source("the release cache", e);
         match self.api.create(&PostParams::default(), &cm).await {
-            Ok(_) => Ok(()),
-            // An entry from another source (or a damaged one): replaced unconditionally.
-            Err(kube::Error::Api(s)) if s.code == 409 => self
-                .api
-                .replace(
-                    cm.metadata.name.as_deref().unwrap_or_default(),
-                    &PostParams::default(),
-                    &cm,
-                )
-                .await
-                .map(|_| ())
-                .map_err(|e| kube_to_source("the release cache", e)),
-            Err(e) => Err(kube_to_source("the release cache", e)),
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(cache(e)),
         }
+        let existing = self.api.get(&name).await.map_err(cache)?;
+        if !is_cache_entry(&existing) && !is_go_release(&existing, p, &release.version) {
+            return Err(SourceError::Invalid(format!(
+                "ConfigMap {name} exists and is not a release cache entry; it is left alone"
+            )));
+        }
+        // Replaced only as read: a ConfigMap swapped in meanwhile is not overwritten.
+        cm.metadata.resource_version = existing.metadata.resource_version;
+        self.api
+            .replace(&name, &PostParams::default(), &cm)
+            .await
+            .map(|_| ())
+            .map_err(cache)
     }
+
+    /// Deletes `p`'s cache entries (its label and `p` as owner) of versions not in `keep`.
+    /// Returns how many went.
+    pub async fn prune(&self, p: &AnyProvider, keep: &[&str]) -> Result<usize, SourceError> {
+        let cache = |e| kube_to_source("the release cache", e);
+        let entries = self
+            .api
+            .list(&kube::api::ListParams::default().labels(RELEASE_CACHE_LABEL))
+            .await
+            .map_err(cache)?;
+        let kept: Vec<String> = keep.iter().map(|v| cache_name(p, v)).collect();
+        let uid = p.metadata.uid.as_deref().unwrap_or_default();
+        let mut pruned = 0;
+        for cm in entries.items {
+            let name = cm.metadata.name.clone().unwrap_or_default();
+            let owned = cm
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| !uid.is_empty() && o.uid == uid);
+            if !owned || kept.contains(&name) {
+                continue;
+            }
+            match self.api.delete(&name, &Default::default()).await {
+                Ok(_) => pruned += 1,
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(cache(e)),
+            }
+        }
+        Ok(pruned)
+    }
+}
+
+/// The versions whose digests (and cache entries) are kept: the installed one, the one being
+/// installed, and the newest recorded one older than the installed one (the version installed
+/// before, as downgrades are refused).
+pub fn kept_versions<'a>(
+    recorded: &'a BTreeMap<String, String>,
+    installed: Option<&'a str>,
+    current: &'a str,
+) -> Vec<&'a str> {
+    let mut keep = vec![current];
+    keep.extend(installed.filter(|i| *i != current));
+    let semver = |v: &str| semver::Version::parse(v.trim_start_matches('v')).ok();
+    let base = installed.and_then(semver);
+    let previous = recorded
+        .keys()
+        .map(String::as_str)
+        .filter(|v| !keep.contains(v))
+        .filter_map(|v| semver(v).map(|s| (s, v)))
+        .filter(|(s, _)| base.as_ref().is_some_and(|b| s < b))
+        .max()
+        .map(|(_, v)| v);
+    keep.extend(previous);
+    keep
 }
 
 /// Whether a ConfigMap with `labels` in `namespace` is one `p` reads (its selector or its
@@ -284,6 +436,7 @@ pub fn choose(
         &SourceSettings {
             github_api_url: ctx.opts.github_api_url.as_deref(),
             github_token: ctx.opts.github_token.as_deref(),
+            github_token_hosts: &ctx.opts.github_token_hosts,
             allow_http_urls: false,
         },
         |namespace, query| Some(KubeConfigMaps::new(ctx.client.clone(), namespace, query)),
@@ -319,6 +472,31 @@ mod tests {
             cache_name(&p, "v1.12.0+Build"),
             "control-plane-kubeadm-v1.12.0-build"
         );
+    }
+
+    /// Build metadata (`+`) is no label value: a version carrying it is still cached.
+    #[test]
+    fn version_labels_are_valid_label_values() {
+        assert_eq!(version_label("v1.0.0"), "v1.0.0");
+        assert_eq!(version_label("v1.0.0+build.7"), "v1.0.0_build.7");
+        let long = version_label(&format!("v1.0.0-{}", "a".repeat(80)));
+        assert!(long.len() <= 63, "{long}");
+    }
+
+    /// The installed version, the one before it and the one being installed are kept.
+    #[test]
+    fn kept_versions_are_installed_previous_and_current() {
+        let recorded: BTreeMap<String, String> = ["v0.9.0", "v1.0.0", "v1.0.1", "v1.0.2"]
+            .iter()
+            .map(|v| (v.to_string(), String::new()))
+            .collect();
+        let mut kept = kept_versions(&recorded, Some("v1.0.1"), "v1.0.2");
+        kept.sort();
+        assert_eq!(kept, ["v1.0.0", "v1.0.1", "v1.0.2"]);
+        let mut kept = kept_versions(&recorded, Some("v1.0.2"), "v1.0.2");
+        kept.sort();
+        assert_eq!(kept, ["v1.0.1", "v1.0.2"]);
+        assert_eq!(kept_versions(&recorded, None, "v1.0.0"), ["v1.0.0"]);
     }
 
     #[test]
