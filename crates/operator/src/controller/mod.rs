@@ -7,6 +7,8 @@ pub mod apply;
 pub mod conditions;
 #[cfg(test)]
 mod fake_api;
+#[cfg(test)]
+mod faults;
 pub mod inputs;
 pub mod install;
 pub mod inventory;
