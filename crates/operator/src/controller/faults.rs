@@ -363,6 +363,24 @@ struct Stats {
     user_races: u64,
     requests: u64,
     faults: Vec<u64>,
+    /// [`FakeApi::digest`] at the end of the run.
+    digest: u64,
+}
+
+impl Stats {
+    fn add(&mut self, o: &Stats) {
+        self.passes += o.passes;
+        self.processes += o.processes;
+        self.dropped_watches += o.dropped_watches;
+        self.user_races += o.user_races;
+        self.requests += o.requests;
+        if self.faults.len() < o.faults.len() {
+            self.faults.resize(o.faults.len(), 0);
+        }
+        for (t, n) in self.faults.iter_mut().zip(&o.faults) {
+            *t += n;
+        }
+    }
 }
 
 /// One seeded run of one flow.
@@ -674,6 +692,7 @@ impl Run {
         }
         self.stats.requests = self.fake.arrived();
         self.stats.faults = self.fake.injected();
+        self.stats.digest = self.fake.digest();
         self.fake.violations()
     }
 }
@@ -784,12 +803,78 @@ fn run_seed(seed: u64) -> (&'static [Stage], Stats, Vec<String>) {
     rt.block_on(async move {
         let mut run = Run::new(seed);
         let (flow, violations) = run.go().await;
+        if std::env::var_os("FAULT_TRACE").is_some() {
+            for r in run.fake.requests() {
+                eprintln!("{} {} {}?{}", r.process, r.method, r.path, r.query);
+            }
+        }
         (flow, run.stats.clone(), violations)
     })
 }
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// The invariant a violation breaks (see the module docs).
+fn invariant(violation: &str) -> &'static str {
+    const INVARIANTS: &[(&str, &str)] = &[
+        ("deleted /apis/apiextensions", "1. no CRD deleted"),
+        ("deleted /api/v1/namespaces", "1. no Namespace deleted"),
+        ("is gone", "1. no CRD or Namespace deleted"),
+        (
+            "after its leadership ended",
+            "2. no write after leadership ended",
+        ),
+        (
+            "desired state",
+            "3. the desired state reached once faults stop",
+        ),
+        ("the user's object", "4. no user object touched"),
+        (
+            "spec.version",
+            "5. spec.version never changed by the operator",
+        ),
+        (
+            "finalizer was released",
+            "6. the core provider deleted last",
+        ),
+        ("panicked", "6. no reconcile panics"),
+    ];
+    INVARIANTS
+        .iter()
+        .find(|(text, _)| violation.contains(text))
+        .map_or("other", |(_, i)| i)
+}
+
+/// One run's outcome: seed, flow, counters, violations.
+type Outcome = (u64, &'static [Stage], Stats, Vec<String>);
+
+/// Runs `seeds` on every core (each run on its own thread's runtime, so each stays exact).
+fn run_all(seeds: &[u64]) -> Vec<Outcome> {
+    let workers = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1)
+        .clamp(1, 8);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done = Mutex::new(Vec::with_capacity(seeds.len()));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(&seed) = seeds.get(i) else { break };
+                    let (flow, stats, violations) = run_seed(seed);
+                    if let Ok(mut d) = done.lock() {
+                        d.push((seed, flow, stats, violations));
+                    }
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    done.sort_by_key(|o| o.0);
+    done
 }
 
 #[test]
@@ -802,29 +887,18 @@ fn seeded_fault_injection_keeps_every_invariant() {
         }
     };
     let started = Instant::now();
-    let mut total = Stats {
-        faults: vec![0; Fault::NAMES.len()],
-        ..Stats::default()
-    };
-    let mut failed: Vec<(u64, &'static [Stage], Vec<String>)> = Vec::new();
-    for &seed in &seeds {
-        let (flow, stats, violations) = run_seed(seed);
-        total.passes += stats.passes;
-        total.processes += stats.processes;
-        total.dropped_watches += stats.dropped_watches;
-        total.user_races += stats.user_races;
-        total.requests += stats.requests;
-        for (t, n) in total.faults.iter_mut().zip(&stats.faults) {
-            *t += n;
-        }
-        if !violations.is_empty() {
-            failed.push((seed, flow, violations));
-        }
+    let outcomes = run_all(&seeds);
+    let mut total = Stats::default();
+    for (_, _, stats, _) in &outcomes {
+        total.add(stats);
     }
+    let failed: Vec<&Outcome> = outcomes.iter().filter(|o| !o.3.is_empty()).collect();
     let faults: u64 = total.faults.iter().sum();
     eprintln!(
-        "fault injection: {} runs in {:.1} s; {} requests, {faults} faults injected, {} dropped watches, {} user races, {} reconciles, {} operator processes",
+        "fault injection: {} runs (seeds {}..={}) in {:.1} s; {} requests, {faults} faults injected, {} dropped watches, {} user races, {} reconciles, {} operator processes",
         seeds.len(),
+        seeds.first().copied().unwrap_or_default(),
+        seeds.last().copied().unwrap_or_default(),
         started.elapsed().as_secs_f64(),
         total.requests,
         total.dropped_watches,
@@ -835,9 +909,26 @@ fn seeded_fault_injection_keeps_every_invariant() {
     for (name, n) in Fault::NAMES.iter().zip(&total.faults) {
         eprintln!("  {name}: {n}");
     }
-    for (seed, flow, violations) in failed.iter().take(10) {
+    if let [(seed, flow, stats, _)] = &outcomes[..] {
+        eprintln!(
+            "FAULT_SEED={seed} flow {flow:?}: request digest {:016x}",
+            stats.digest
+        );
+    }
+    let mut by_invariant: BTreeMap<&str, u64> = BTreeMap::new();
+    for (_, _, _, violations) in &failed {
+        let mut seen: Vec<&str> = violations.iter().map(|v| invariant(v)).collect();
+        seen.dedup();
+        for i in seen {
+            *by_invariant.entry(i).or_default() += 1;
+        }
+    }
+    for (i, n) in &by_invariant {
+        eprintln!("  runs breaking \"{i}\": {n}");
+    }
+    for (seed, flow, _, violations) in failed.iter().take(40) {
         eprintln!("FAULT_SEED={seed} flow {flow:?}:");
-        for v in violations.iter().take(5) {
+        for v in violations.iter().take(3) {
             eprintln!("  {v}");
         }
     }
@@ -848,4 +939,18 @@ fn seeded_fault_injection_keeps_every_invariant() {
         seeds.len(),
         failed.first().map(|f| f.0).unwrap_or_default()
     );
+}
+
+#[test]
+fn a_seed_replays_exactly() {
+    for seed in 0..8 {
+        let (flow, a, va) = run_seed(seed);
+        let (_, b, vb) = run_seed(seed);
+        assert_eq!(
+            (a.digest, a.requests, &va),
+            (b.digest, b.requests, &vb),
+            "FAULT_SEED={seed} flow {flow:?} ran differently twice"
+        );
+        assert!(a.requests > 0, "seed {seed} sent nothing");
+    }
 }

@@ -225,6 +225,9 @@ impl World {
                 ));
             }
         }
+        // The caches' order is a hash map's: sorted, deletions and prunes go in the same order
+        // every time (their events read the same, a seeded fault run replays exactly).
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }
 
