@@ -385,7 +385,6 @@ impl Stats {
 
 /// One seeded run of one flow.
 struct Run {
-    seed: u64,
     rng: Rng,
     fake: Arc<FakeApi>,
     process: Process,
@@ -411,7 +410,6 @@ impl Run {
         fake.plan_faults(rng.next_u64(), FAULT_RATE);
         let process = Process::start(&fake, 1);
         Run {
-            seed,
             rng,
             fake,
             process,
