@@ -579,6 +579,13 @@ impl FakeApi {
             .is_some_and(|f| !f.is_empty());
         if !finalizers {
             objects.remove(&r.path);
+            if r.path.starts_with(CRDS)
+                && let Some(group) = obj.pointer("/spec/group").and_then(Value::as_str)
+            {
+                // Deleting a CRD deletes every custom resource of it.
+                let prefix = format!("/apis/{group}/");
+                objects.retain(|p, _| !p.starts_with(&prefix));
+            }
             return (StatusCode::OK, obj);
         }
         if obj["metadata"]["deletionTimestamp"].is_null() {

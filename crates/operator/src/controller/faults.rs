@@ -10,8 +10,8 @@
 //! 2. no write takes effect after the writer's leadership ended;
 //! 3. once faults stop, a few passes reach the desired state (versions installed, Ready or
 //!    paused as asked, objects as rendered, deleted providers gone with their objects);
-//! 4. no object of the user (release ConfigMaps, a Secret, a Namespace, a custom resource) is
-//!    written or deleted, and all are unchanged;
+//! 4. no object of the user (release ConfigMaps, a ConfigMap, a Secret, a Namespace, a custom
+//!    resource of a provider's CRD) is written or deleted, and all are unchanged;
 //! 5. `spec.version`, once set, is never changed by the operator;
 //! 6. the core provider's finalizer is released only when no other provider is left, and no
 //!    reconcile panics.
@@ -394,6 +394,8 @@ struct Run {
     user: Vec<(String, Value)>,
     stats: Stats,
     stage: Stage,
+    /// The user has a custom resource of the infrastructure provider's kind.
+    workload: bool,
 }
 
 /// Passes with faults per stage, at most; then faults stop.
@@ -421,11 +423,16 @@ impl Run {
                 ..Stats::default()
             },
             stage: Stage::Install,
+            workload: false,
         }
     }
 
     fn flow(&mut self) -> &'static [Stage] {
-        FLOWS[self.rng.below(FLOWS.len() as u64) as usize]
+        let flow = FLOWS[self.rng.below(FLOWS.len() as u64) as usize];
+        // A custom resource of the infrastructure provider's CRD would (rightly) hold its
+        // deletion: only flows that keep the providers have one.
+        self.workload = !flow.contains(&Stage::Delete);
+        flow
     }
 
     /// Runs the flow; gives what went wrong (nothing when every invariant held).
@@ -514,6 +521,14 @@ impl Run {
             if racing {
                 self.racing = Some(i);
             }
+        }
+        if self.workload {
+            self.user_object(
+                "/apis/infra.example.org/v1/namespaces/team-a/infrawidgets/my-cluster",
+                json!({"apiVersion": "infra.example.org/v1", "kind": "Widget",
+                       "metadata": {"name": "my-cluster", "namespace": "team-a"},
+                       "spec": {"replicas": 3}}),
+            );
         }
         self.user_object(
             "/api/v1/namespaces/team-a",
