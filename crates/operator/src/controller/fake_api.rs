@@ -511,7 +511,14 @@ impl FakeApi {
     /// never has both a landed write and the lease's end to choose from.
     async fn in_flight(&self, rec: &Recorded) -> Answer {
         if rec.method != "GET" && self.revoked(rec.process) {
-            return std::future::pending::<Answer>().await;
+            // The fence drops the call as soon as it sees the lease end: a few turns.
+            for _ in 0..64 {
+                tokio::task::yield_now().await;
+            }
+            self.violation(format!(
+                "process {} kept a write in flight after its leadership ended: {} {}",
+                rec.process, rec.method, rec.path
+            ));
         }
         self.take_effect(rec)
     }
