@@ -8,6 +8,8 @@ pub mod budget;
 pub mod conditions;
 #[cfg(test)]
 mod fake_api;
+#[cfg(test)]
+mod faults;
 pub mod inputs;
 pub mod install;
 pub mod inventory;
@@ -221,6 +223,9 @@ impl World {
                 ));
             }
         }
+        // The caches' order is a hash map's: sorted, deletions and prunes go in the same order
+        // every time (their events read the same, a seeded fault run replays exactly).
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }
 
