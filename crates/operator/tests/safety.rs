@@ -3,8 +3,9 @@
 //! - An upgrade whose CRD changes a field the apiserver keeps immutable (spec.scope) is refused
 //!   and stops (Stalled, a Warning event naming the CRD and the field): the CRD is never deleted
 //!   to force the change, so its custom resources survive and the previous release keeps running.
-//! - Drift that leaves no managedFields trace (a JSON-patch `remove`) made after a restart is
-//!   repaired as any other drift: validation cannot be switched off silently.
+//! - Drift that leaves no managedFields trace (a JSON-patch `remove`), made while no operator
+//!   ran or after a restart, is repaired as any other drift: validation cannot be switched off
+//!   silently.
 
 mod support;
 
@@ -202,6 +203,66 @@ async fn started_operator(
     Ok(op)
 }
 
+/// Removes the first webhook with a JSON patch, which leaves no managedFields entry.
+fn remove_first_webhook(cluster: &TestCluster) -> Result<Instant, Box<dyn std::error::Error>> {
+    let patched = cluster.kubectl_ok(&[
+        "patch",
+        "validatingwebhookconfiguration",
+        WEBHOOKS,
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/webhooks/0"}]"#,
+    ])?;
+    assert!(patched.contains("patched"), "{patched}");
+    Ok(Instant::now())
+}
+
+/// Waits until the webhooks are `declared` again and a DriftRepaired event names the
+/// configuration; then deletes those events, so that a later repair is seen anew.
+async fn restored_with_event(
+    cluster: &TestCluster,
+    ns: &str,
+    declared: &[String],
+    op: &OperatorProcess,
+    removed: Instant,
+) -> TestResult {
+    let back = wait_for(Duration::from_secs(15), || async {
+        (webhook_names(cluster) == declared).then_some(())
+    })
+    .await;
+    back.ok_or_else(|| {
+        format!(
+            "the removed webhook is still missing {:?} later: {:?}\noperator log:\n{}",
+            removed.elapsed(),
+            webhook_names(cluster),
+            op.logs()
+        )
+    })?;
+    println!("webhook restored {:?} after its removal", removed.elapsed());
+    // (The repair can be quicker than a look at the configuration: the event shows the webhook
+    // was gone.)
+    let events = wait_for(Duration::from_secs(10), || async {
+        let e = warnings(cluster, ns, "DriftRepaired").ok()?;
+        e.contains(&format!("ValidatingWebhookConfiguration {WEBHOOKS}"))
+            .then_some(e)
+    })
+    .await;
+    assert!(
+        events.is_some(),
+        "no DriftRepaired event naming the webhook configuration: {:?}",
+        warnings(cluster, ns, "DriftRepaired")
+    );
+    cluster.kubectl_ok(&[
+        "delete",
+        "events",
+        "-n",
+        ns,
+        "--field-selector",
+        "reason=DriftRepaired",
+    ])?;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_removed_after_a_restart_is_restored() -> TestResult {
     const NS: &str = "safety-webhook";
@@ -225,44 +286,15 @@ async fn a_webhook_removed_after_a_restart_is_restored() -> TestResult {
     assert_eq!(declared.len(), 2, "{declared:?}");
     first.terminate()?;
 
+    // Removed while no operator runs: the configuration still carries the operator's hash
+    // label, only the operator's managedFields entry lost the webhook.
+    let removed = remove_first_webhook(cluster)?;
+    assert_eq!(webhook_names(cluster).len(), 1);
     let op = started_operator(cluster).await?;
-    // Let the restarted operator settle (its first pass finds everything as declared).
+    restored_with_event(cluster, NS, &declared, &op, removed).await?;
+
+    // Removed while the restarted operator runs (it trusted the configuration at start).
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let patched = cluster.kubectl_ok(&[
-        "patch",
-        "validatingwebhookconfiguration",
-        WEBHOOKS,
-        "--type=json",
-        "-p",
-        r#"[{"op":"remove","path":"/webhooks/0"}]"#,
-    ])?;
-    let removed = Instant::now();
-    // (The repair can be quicker than a look at the configuration: the DriftRepaired event
-    // below shows the webhook was gone.)
-    assert!(patched.contains("patched"), "{patched}");
-    let back = wait_for(Duration::from_secs(15), || async {
-        (webhook_names(cluster) == declared).then_some(())
-    })
-    .await;
-    back.ok_or_else(|| {
-        format!(
-            "the removed webhook is still missing {:?} later: {:?}\noperator log:\n{}",
-            removed.elapsed(),
-            webhook_names(cluster),
-            op.logs()
-        )
-    })?;
-    println!("webhook restored {:?} after its removal", removed.elapsed());
-    let events = wait_for(Duration::from_secs(10), || async {
-        let e = warnings(cluster, NS, "DriftRepaired").ok()?;
-        e.contains(&format!("ValidatingWebhookConfiguration {WEBHOOKS}"))
-            .then_some(e)
-    })
-    .await;
-    assert!(
-        events.is_some(),
-        "no DriftRepaired event naming the webhook configuration: {:?}",
-        warnings(cluster, NS, "DriftRepaired")
-    );
-    Ok(())
+    let removed = remove_first_webhook(cluster)?;
+    restored_with_event(cluster, NS, &declared, &op, removed).await
 }
