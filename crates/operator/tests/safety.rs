@@ -3,8 +3,9 @@
 //! - An upgrade whose CRD changes a field the apiserver keeps immutable (spec.scope) is refused
 //!   and stops (Stalled, a Warning event naming the CRD and the field): the CRD is never deleted
 //!   to force the change, so its custom resources survive and the previous release keeps running.
-//! - Drift that leaves no managedFields trace (a JSON-patch `remove`) made after a restart is
-//!   repaired as any other drift: validation cannot be switched off silently.
+//! - Drift that leaves no managedFields trace (a JSON-patch `remove`), made while no operator
+//!   ran or after a restart, is repaired as any other drift: validation cannot be switched off
+//!   silently.
 
 mod support;
 
@@ -202,6 +203,83 @@ async fn started_operator(
     Ok(op)
 }
 
+/// Removes the first webhook with a JSON patch, which leaves no managedFields entry.
+fn remove_first_webhook(cluster: &TestCluster) -> Result<Instant, Box<dyn std::error::Error>> {
+    let patched = cluster.kubectl_ok(&[
+        "patch",
+        "validatingwebhookconfiguration",
+        WEBHOOKS,
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/webhooks/0"}]"#,
+    ])?;
+    assert!(patched.contains("patched"), "{patched}");
+    Ok(Instant::now())
+}
+
+/// How many DriftRepaired warnings name the webhook configuration in `ns`: a repeated event is
+/// one Event object with a count (or a series count), so occurrences are added up.
+fn webhook_repairs(cluster: &TestCluster, ns: &str) -> usize {
+    let out = cluster
+        .kubectl_ok(&[
+            "get",
+            "events",
+            "-n",
+            ns,
+            "--field-selector",
+            "reason=DriftRepaired,type=Warning",
+            "-o",
+            "jsonpath={range .items[*]}{.count} {.series.count} {.message}{\"\\n\"}{end}",
+        ])
+        .unwrap_or_default();
+    out.lines()
+        .filter(|l| l.contains(&format!("ValidatingWebhookConfiguration {WEBHOOKS}")))
+        .map(|l| {
+            l.split_whitespace()
+                .take(2)
+                .filter_map(|n| n.parse::<usize>().ok())
+                .max()
+                .unwrap_or(1)
+        })
+        .sum()
+}
+
+/// Waits until the webhooks are `declared` again and one more DriftRepaired warning than
+/// `before` names the configuration.
+async fn restored_with_event(
+    cluster: &TestCluster,
+    ns: &str,
+    declared: &[String],
+    op: &OperatorProcess,
+    (removed, before): (Instant, usize),
+) -> TestResult {
+    let back = wait_for(Duration::from_secs(15), || async {
+        (webhook_names(cluster) == declared).then_some(())
+    })
+    .await;
+    back.ok_or_else(|| {
+        format!(
+            "the removed webhook is still missing {:?} later: {:?}\noperator log:\n{}",
+            removed.elapsed(),
+            webhook_names(cluster),
+            op.logs()
+        )
+    })?;
+    println!("webhook restored {:?} after its removal", removed.elapsed());
+    // (The repair can be quicker than a look at the configuration: the event shows the webhook
+    // was gone.)
+    let events = wait_for(Duration::from_secs(10), || async {
+        (webhook_repairs(cluster, ns) > before).then_some(())
+    })
+    .await;
+    assert!(
+        events.is_some(),
+        "no new DriftRepaired event naming the webhook configuration: {:?}",
+        warnings(cluster, ns, "DriftRepaired")
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_removed_after_a_restart_is_restored() -> TestResult {
     const NS: &str = "safety-webhook";
@@ -225,44 +303,16 @@ async fn a_webhook_removed_after_a_restart_is_restored() -> TestResult {
     assert_eq!(declared.len(), 2, "{declared:?}");
     first.terminate()?;
 
+    // Removed while no operator runs: the configuration still carries the operator's hash
+    // label, only the operator's managedFields entry lost the webhook.
+    let removed = (remove_first_webhook(cluster)?, 0);
+    assert_eq!(webhook_names(cluster).len(), 1);
     let op = started_operator(cluster).await?;
-    // Let the restarted operator settle (its first pass finds everything as declared).
+    restored_with_event(cluster, NS, &declared, &op, removed).await?;
+
+    // Removed while the restarted operator runs (it trusted the configuration at start).
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let patched = cluster.kubectl_ok(&[
-        "patch",
-        "validatingwebhookconfiguration",
-        WEBHOOKS,
-        "--type=json",
-        "-p",
-        r#"[{"op":"remove","path":"/webhooks/0"}]"#,
-    ])?;
-    let removed = Instant::now();
-    // (The repair can be quicker than a look at the configuration: the DriftRepaired event
-    // below shows the webhook was gone.)
-    assert!(patched.contains("patched"), "{patched}");
-    let back = wait_for(Duration::from_secs(15), || async {
-        (webhook_names(cluster) == declared).then_some(())
-    })
-    .await;
-    back.ok_or_else(|| {
-        format!(
-            "the removed webhook is still missing {:?} later: {:?}\noperator log:\n{}",
-            removed.elapsed(),
-            webhook_names(cluster),
-            op.logs()
-        )
-    })?;
-    println!("webhook restored {:?} after its removal", removed.elapsed());
-    let events = wait_for(Duration::from_secs(10), || async {
-        let e = warnings(cluster, NS, "DriftRepaired").ok()?;
-        e.contains(&format!("ValidatingWebhookConfiguration {WEBHOOKS}"))
-            .then_some(e)
-    })
-    .await;
-    assert!(
-        events.is_some(),
-        "no DriftRepaired event naming the webhook configuration: {:?}",
-        warnings(cluster, NS, "DriftRepaired")
-    );
-    Ok(())
+    let before = webhook_repairs(cluster, NS);
+    let removed = (remove_first_webhook(cluster)?, before);
+    restored_with_event(cluster, NS, &declared, &op, removed).await
 }

@@ -331,6 +331,10 @@ pub struct Live {
     /// The operator wrote the object last (by its managedFields times, status aside): with the
     /// hash label, what a restarted operator knows without memory.
     pub ours_last: bool,
+    /// The fields the operator's apply owns (its managedFields entry's fieldsV1). A field
+    /// someone removed leaves this set even when the removal left no entry of its own (a JSON
+    /// patch `remove`): what a restarted operator checks the declared object against.
+    pub ours_fields: Option<Value>,
 }
 
 /// The manager the apiserver records, at the operator's first apply, for the fields an object
@@ -375,8 +379,104 @@ impl Live {
             annotations: meta.annotations.clone().unwrap_or_default(),
             writers,
             ours_last,
+            ours_fields: own_fields(meta),
         }
     }
+}
+
+/// The fieldsV1 of the operator's own apply entry (not a status one), if there is one.
+fn own_fields(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<Value> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.manager.as_deref() == Some(FIELD_MANAGER))
+        .filter(|m| m.operation.as_deref() == Some("Apply"))
+        .filter(|m| m.subresource.as_deref().is_none_or(str::is_empty))
+        .find_map(|m| m.fields_v1.as_ref().map(|f| f.0.clone()))
+}
+
+/// Whether the operator's `fields` (fieldsV1) still hold every field of `applied`, the object
+/// as it was applied (with its hash label). A field missing there was removed by someone else.
+/// Conservative, since a wrong "missing" would mean a write at every restart: only labels and
+/// annotations of the top metadata are checked (the apiserver records neither name nor
+/// namespace), status, null values and empty maps or lists are skipped, an atomic node (`{}`)
+/// is not descended, a list must keep as many items as declared, and only the items found by
+/// their key are looked into.
+fn fields_cover(applied: &Value, fields: &Value) -> bool {
+    let Some(obj) = applied.as_object() else {
+        return true;
+    };
+    obj.iter().all(|(k, v)| match k.as_str() {
+        "apiVersion" | "kind" | "status" => true,
+        "metadata" => ["labels", "annotations"].iter().all(|m| {
+            v.get(*m)
+                .is_none_or(|want| field_kept(want, fields.pointer("/f:metadata"), m))
+        }),
+        _ => field_kept(v, Some(fields), k),
+    })
+}
+
+/// Whether field `key` of a map whose fieldsV1 node is `parent` still holds `want`.
+fn field_kept(want: &Value, parent: Option<&Value>, key: &str) -> bool {
+    let empty = match want {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    };
+    if empty {
+        return true;
+    }
+    parent
+        .and_then(|p| p.get(format!("f:{key}")))
+        .is_some_and(|node| node_kept(want, node))
+}
+
+/// Whether fieldsV1 `node` still holds the value `want`.
+fn node_kept(want: &Value, node: &Value) -> bool {
+    let Some(children) = node.as_object() else {
+        return true;
+    };
+    // A leaf: a scalar, or a map or list the apiserver treats as one value (atomic).
+    if children.keys().all(|k| k == ".") {
+        return true;
+    }
+    match want {
+        Value::Object(m) => m.iter().all(|(k, v)| field_kept(v, Some(node), k)),
+        Value::Array(items) => {
+            let kept = children
+                .keys()
+                .filter(|k| ["k:", "v:", "i:"].iter().any(|p| k.starts_with(p)))
+                .count();
+            // Identical items are one entry of a set.
+            let mut declared: Vec<&Value> = Vec::new();
+            for i in items {
+                if !declared.contains(&i) {
+                    declared.push(i);
+                }
+            }
+            kept >= declared.len() && declared.iter().all(|i| item_kept(i, children))
+        }
+        _ => true,
+    }
+}
+
+/// Whether the item `want` of a list keyed by its fields (`k:{"name":"a"}` entries) still has
+/// its fields in its entry. An item whose entry is not found by its declared values (a key
+/// field the apiserver defaulted, e.g. a port's protocol) is only counted, not looked into.
+fn item_kept(want: &Value, entries: &serde_json::Map<String, Value>) -> bool {
+    let Some(item) = want.as_object() else {
+        return true;
+    };
+    let of_item = |k: &String| {
+        k.strip_prefix("k:")
+            .and_then(|key| serde_json::from_str::<serde_json::Map<String, Value>>(key).ok())
+            .is_some_and(|key| key.iter().all(|(f, v)| item.get(f) == Some(v)))
+    };
+    entries
+        .iter()
+        .find(|(k, _)| of_item(k))
+        .is_none_or(|(_, node)| node_kept(want, node))
 }
 
 /// What the operator last applied to an object.
@@ -538,6 +638,14 @@ impl Applier {
             (Some(l), Some(k)) => !unchanged(obj, key, l, &k, hash),
             (Some(l), None) => {
                 if !unchanged_since_restart(l, hash) {
+                    return true;
+                }
+                // A field removed while no operator ran (a JSON patch `remove`) left no
+                // managedFields entry of its own, only a hole in the operator's.
+                if l.ours_fields
+                    .as_ref()
+                    .is_some_and(|f| !fields_cover(&with_hash(obj, hash), f))
+                {
                     return true;
                 }
                 // Trusted on its hash label (a restart): from now on the object is compared
@@ -1074,6 +1182,183 @@ mod tests {
         assert!(applier.needs_apply(&deployment, Some(&live(&deployment, "21", Some(4)))));
         assert!(!applier.needs_apply(&deployment, Some(&live(&deployment, "22", Some(3)))));
         // Nothing was sent to the apiserver by these checks.
+        assert!(fake.requests().is_empty());
+    }
+
+    /// A webhook configuration as the operator applies it, and the fieldsV1 a v1.34 apiserver
+    /// records for that apply.
+    fn applied_webhooks() -> (Value, Value) {
+        let hook = |name: &str, policy: Option<&str>| {
+            let mut h = json!({"name": name, "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "clientConfig": {"service": {"name": "s", "namespace": "default", "path": "/a"}},
+                "rules": [{"apiGroups": ["x"], "apiVersions": ["v1"], "operations": ["CREATE"],
+                    "resources": ["w"]}]});
+            if let Some(p) = policy {
+                h["failurePolicy"] = p.into();
+            }
+            h
+        };
+        let applied = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "w", "labels": {"a": "b", "h": "x"}, "annotations": {},
+                "creationTimestamp": null},
+            "webhooks": [hook("a.example.org", Some("Ignore")), hook("b.example.org", None)]});
+        let fields = json!({"f:metadata": {"f:annotations": {}, "f:labels": {"f:a": {}, "f:h": {}}},
+            "f:webhooks": {
+                "k:{\"name\":\"a.example.org\"}": {".": {}, "f:admissionReviewVersions": {},
+                    "f:clientConfig": {"f:service": {"f:name": {}, "f:namespace": {}, "f:path": {}}},
+                    "f:failurePolicy": {}, "f:name": {}, "f:rules": {}, "f:sideEffects": {}},
+                "k:{\"name\":\"b.example.org\"}": {".": {}, "f:admissionReviewVersions": {},
+                    "f:clientConfig": {"f:service": {"f:name": {}, "f:namespace": {}, "f:path": {}}},
+                    "f:name": {}, "f:rules": {}, "f:sideEffects": {}}}});
+        (applied, fields)
+    }
+
+    /// A Deployment as applied, and the fieldsV1 a v1.34 apiserver records for that apply.
+    fn applied_deployment() -> (Value, Value) {
+        let applied = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": "default", "labels": {"app": "d"}},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
+                "template": {"metadata": {"labels": {"app": "d"}, "creationTimestamp": null},
+                    "spec": {"containers": [{"name": "m", "image": "x:1", "args": ["--a", "--b"],
+                        "command": [], "env": [{"name": "A", "value": "1"}, {"name": "B", "value": ""}],
+                        "ports": [{"containerPort": 9443, "name": "w", "protocol": "TCP"}],
+                        "resources": {}, "securityContext": {"allowPrivilegeEscalation": false}}],
+                    "volumes": [{"name": "c", "secret": {"secretName": "c"}},
+                        {"name": "e", "emptyDir": {}}],
+                    "nodeSelector": {}, "tolerations": [], "hostNetwork": false}}},
+            "status": {"replicas": 1}});
+        let fields = json!({"f:metadata": {"f:labels": {"f:app": {}}},
+            "f:spec": {"f:replicas": {}, "f:selector": {},
+                "f:template": {"f:metadata": {"f:creationTimestamp": {}, "f:labels": {"f:app": {}}},
+                    "f:spec": {"f:containers": {"k:{\"name\":\"m\"}": {".": {}, "f:args": {},
+                        "f:command": {},
+                        "f:env": {"k:{\"name\":\"A\"}": {".": {}, "f:name": {}, "f:value": {}},
+                            "k:{\"name\":\"B\"}": {".": {}, "f:name": {}, "f:value": {}}},
+                        "f:image": {}, "f:name": {},
+                        "f:ports": {"k:{\"containerPort\":9443,\"protocol\":\"TCP\"}":
+                            {".": {}, "f:containerPort": {}, "f:name": {}, "f:protocol": {}}},
+                        "f:resources": {}, "f:securityContext": {"f:allowPrivilegeEscalation": {}}}},
+                    "f:hostNetwork": {}, "f:nodeSelector": {}, "f:tolerations": {},
+                    "f:volumes": {"k:{\"name\":\"c\"}": {".": {}, "f:name": {},
+                            "f:secret": {"f:secretName": {}}},
+                        "k:{\"name\":\"e\"}": {".": {}, "f:emptyDir": {}, "f:name": {}}}}}}});
+        (applied, fields)
+    }
+
+    fn without(fields: &Value, pointer: &str) -> Value {
+        let mut f = fields.clone();
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        f.pointer_mut(parent)
+            .and_then(Value::as_object_mut)
+            .unwrap()
+            .remove(&key.replace("~1", "/"))
+            .unwrap();
+        f
+    }
+
+    #[test]
+    fn the_operators_fields_as_recorded_cover_what_it_applied() {
+        for (applied, fields) in [applied_webhooks(), applied_deployment()] {
+            assert!(fields_cover(&applied, &fields), "{applied}");
+        }
+    }
+
+    #[test]
+    fn a_field_removed_by_someone_else_is_missing_from_the_operators_fields() {
+        let (webhooks, wf) = applied_webhooks();
+        // What the apiserver leaves after `kubectl patch --type=json` removing /webhooks/0,
+        // a label, a field of a webhook.
+        for gone in [
+            "/f:webhooks/k:{\"name\":\"a.example.org\"}",
+            "/f:metadata/f:labels/f:a",
+            "/f:webhooks/k:{\"name\":\"a.example.org\"}/f:failurePolicy",
+            "/f:webhooks/k:{\"name\":\"b.example.org\"}/f:clientConfig/f:service/f:path",
+        ] {
+            assert!(!fields_cover(&webhooks, &without(&wf, gone)), "{gone}");
+        }
+        let (deployment, df) = applied_deployment();
+        let c = "/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"m\"}";
+        for gone in [
+            format!("{c}/f:env/k:{{\"name\":\"B\"}}"),
+            format!("{c}/f:securityContext"),
+            format!("{c}/f:image"),
+            "/f:spec/f:replicas".to_string(),
+            "/f:spec/f:template/f:spec/f:volumes/k:{\"name\":\"e\"}".to_string(),
+        ] {
+            assert!(!fields_cover(&deployment, &without(&df, &gone)), "{gone}");
+        }
+    }
+
+    #[test]
+    fn what_the_apiserver_does_not_record_is_not_required() {
+        let (deployment, df) = applied_deployment();
+        // Status, nulls, empty maps and lists, the name and namespace: not in fieldsV1 needed.
+        for gone in [
+            "/f:spec/f:template/f:metadata/f:creationTimestamp",
+            "/f:spec/f:template/f:spec/f:nodeSelector",
+            "/f:spec/f:template/f:spec/f:tolerations",
+            "/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"m\"}/f:command",
+        ] {
+            assert!(fields_cover(&deployment, &without(&df, gone)), "{gone}");
+        }
+        // An atomic list or map (a leaf) is not looked into; nor is an item not found by its key
+        // (the port's key holds the protocol the apiserver defaulted).
+        let (webhooks, wf) = applied_webhooks();
+        assert!(fields_cover(
+            &json!({"spec": {"selector": {"matchLabels": {"app": "d"}}, "args": ["--c"]}}),
+            &json!({"f:spec": {"f:selector": {}, "f:args": {}}})
+        ));
+        let mut more = webhooks.clone();
+        more["webhooks"][0]["rules"] = json!([{"apiGroups": ["y"]}, {"apiGroups": ["z"]}]);
+        assert!(fields_cover(&more, &wf));
+        let mut port = deployment.clone();
+        port["spec"]["template"]["spec"]["containers"][0]["ports"] =
+            json!([{"containerPort": 9443}]);
+        assert!(fields_cover(&port, &df));
+        // Identical items of a set are one entry.
+        assert!(fields_cover(
+            &json!({"metadata": {"finalizers": ["f", "f"]}, "spec": {"s": ["v", "v"]}}),
+            &json!({"f:spec": {"f:s": {"v:\"v\"": {}}}})
+        ));
+        assert!(!fields_cover(
+            &json!({"spec": {"s": ["v", "w"]}}),
+            &json!({"f:spec": {"f:s": {"v:\"v\"": {}}}})
+        ));
+    }
+
+    #[tokio::test]
+    async fn after_a_restart_a_field_removed_meanwhile_is_drift() {
+        let fake = super::super::fake_api::FakeApi::new();
+        let applier = Applier::new(fake.client());
+        let (webhooks, fields) = applied_webhooks();
+        let mut declared = webhooks.clone();
+        declared["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove(APPLIED_HASH_LABEL);
+        let hash = content_hash(&declared);
+        let hash_field = format!("f:{APPLIED_HASH_LABEL}");
+        let mut recorded = fields.clone();
+        recorded["f:metadata"]["f:labels"][&hash_field] = json!({});
+        let live = |fields: Value| Live {
+            rv: "10".into(),
+            labels: [(APPLIED_HASH_LABEL.to_string(), hash.clone())].into(),
+            ours_last: true,
+            ours_fields: Some(fields),
+            ..Live::default()
+        };
+        let first_gone = without(&recorded, "/f:webhooks/k:{\"name\":\"a.example.org\"}");
+        assert!(applier.needs_apply(&declared, Some(&live(first_gone))));
+        // Without the hash label in the operator's fields: someone removed it, drift too.
+        let mut label_gone = recorded.clone();
+        label_gone["f:metadata"]["f:labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove(&hash_field);
+        assert!(applier.needs_apply(&declared, Some(&live(label_gone))));
+        assert!(!applier.needs_apply(&declared, Some(&live(recorded))));
         assert!(fake.requests().is_empty());
     }
 }
