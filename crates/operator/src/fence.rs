@@ -192,11 +192,15 @@ where
         let fence = self.fence.clone();
         let call = self.inner.call(req);
         Box::pin(async move {
+            // Biased, the lease's end first: a write whose lease ended before it was first
+            // polled is never sent (an unbiased select! picks at random, so it sometimes was,
+            // and a seeded fault run did not replay exactly).
             tokio::select! {
-                r = call => r.map_err(Into::into),
+                biased;
                 // Dropping the call closes its connection: the apiserver may still have
                 // received the write, but nothing more of it is sent or waited for.
                 () = fence.ended() => Err(e),
+                r = call => r.map_err(Into::into),
             }
         })
     }

@@ -437,7 +437,16 @@ impl FakeApi {
             body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
             process,
         };
-        let answer = match self.draw_fault(&rec.method) {
+        let drawn = self.draw_fault(&rec.method);
+        // Every arrival with its drawn fault (FAULT_TRACE prints only the recorded ones): where
+        // two runs of one seed first differ.
+        if std::env::var_os("FAULT_ARRIVALS").is_some() {
+            eprintln!(
+                "ARRIVAL {} {} {}?{} {:?}",
+                rec.process, rec.method, rec.path, rec.query, drawn
+            );
+        }
+        let answer = match drawn {
             None => self.in_flight(&rec).await,
             Some(f) => self.with_fault(f, &rec).await,
         };

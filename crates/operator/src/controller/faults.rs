@@ -44,7 +44,7 @@ use kube::{
 use serde_json::{Value, json};
 
 use super::{
-    Ctx, FIELD_MANAGER, Lister, Options, OwnedKind, World,
+    Ctx, FIELD_MANAGER, Lister, Options, OwnedKinds, World,
     apply::Applier,
     fake_api::{FakeApi, Fault, Rng},
     reconcile,
@@ -228,7 +228,8 @@ const OWNED: &[(&str, &str, &str, bool)] = &[
 impl Process {
     fn start(fake: &Arc<FakeApi>, id: u64) -> Process {
         let fence = Fence::waiting();
-        fence.grant_until(Instant::now() + Duration::from_secs(86_400));
+        let started = Instant::now();
+        fence.grant_until(started + Duration::from_secs(86_400));
         let client = fake.client_for(id, fence);
         let cache: Arc<Mutex<Vec<Value>>> = Arc::default();
         let mut providers: BTreeMap<ProviderType, Vec<Lister>> = BTreeMap::new();
@@ -249,11 +250,7 @@ impl Process {
         for (g, v, k, namespaced) in OWNED {
             let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(g, v, k));
             let writer = Writer::new(resource.clone());
-            owned.push(OwnedKind {
-                resource,
-                namespaced: *namespaced,
-                store: writer.as_reader(),
-            });
+            owned.push((resource, *namespaced, writer.as_reader()));
             writers.push(writer);
         }
         let deployments = Writer::default();
@@ -267,7 +264,7 @@ impl Process {
             client,
             world: World {
                 providers,
-                owned,
+                owned: OwnedKinds::fixed(owned),
                 deployments: deployments.as_reader(),
             },
             opts: Options {
@@ -277,6 +274,9 @@ impl Process {
             },
             inventory: false,
             failures: std::sync::Mutex::new(BTreeMap::new()),
+            // A frozen clock: no recheck falls due by the wall clock (a slow run would differ).
+            rechecks: super::readiness::Rechecks::with_clock(Arc::new(move || started)),
+            uncached: std::sync::Mutex::new(BTreeMap::new()),
             inputs: super::inputs::InputWatches::inactive(),
         });
         let mut p = Process {
@@ -806,8 +806,13 @@ async fn reconcile_value(obj: Value, ctx: Arc<Ctx>) -> Result<(), String> {
 
 /// Runs seed `seed`; gives its flow, counters and violations.
 fn run_seed(seed: u64) -> (&'static [Stage], Stats, Vec<String>) {
+    // Paused time (advanced only when every task waits): the operator's timers (a CRD's
+    // Established polls, back-off sleeps) then fire in the same order in every run, not by the
+    // wall clock's millisecond ticks; otherwise concurrent requests arrive in another order
+    // and the seeded faults land on other requests.
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_time()
+        .start_paused(true)
         .build()
     {
         Ok(rt) => rt,

@@ -78,6 +78,30 @@ pub fn owned_group_of_crd(name: &str) -> Option<&str> {
         .then_some(group)
 }
 
+/// Test-only seam: kinds whose caches the test fills itself (no watches, nothing discovered).
+#[cfg(test)]
+impl OwnedKinds {
+    pub(super) fn fixed(
+        kinds: Vec<(ApiResource, bool, Store<PartialObjectMeta<DynamicObject>>)>,
+    ) -> OwnedKinds {
+        let kinds = kinds
+            .into_iter()
+            .map(|(resource, namespaced, store)| {
+                Arc::new(OwnedKind {
+                    resource,
+                    namespaced,
+                    store,
+                    watch: None,
+                })
+            })
+            .collect();
+        OwnedKinds {
+            kinds: RwLock::new(kinds),
+            ..OwnedKinds::default()
+        }
+    }
+}
+
 impl OwnedKinds {
     /// Kinds whose watches route changes through `triggers`; none until [`Self::discover`].
     pub(super) fn new(client: Client, triggers: Triggers) -> OwnedKinds {
