@@ -35,11 +35,7 @@ use capi_operator_api::{
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     api::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta},
-    runtime::{
-        events::{Recorder, Reporter},
-        reflector::store::Writer,
-        watcher,
-    },
+    runtime::{events::Reporter, reflector::store::Writer, watcher},
 };
 use serde_json::{Value, json};
 
@@ -259,7 +255,7 @@ impl Process {
             instance: Some(format!("process-{id}")),
         };
         let ctx = Arc::new(Ctx {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: super::events::Events::new(client.clone(), reporter),
             applier: Applier::new(client.clone()),
             client,
             world: World {

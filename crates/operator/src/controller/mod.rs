@@ -6,6 +6,7 @@
 pub mod apply;
 pub mod budget;
 pub mod conditions;
+pub mod events;
 #[cfg(test)]
 mod fake_api;
 #[cfg(test)]
@@ -41,7 +42,7 @@ use kube::{
     runtime::{
         Controller, WatchStreamExt,
         controller::Config as ControllerConfig,
-        events::{Recorder, Reporter},
+        events::Reporter,
         reflector::{self, ObjectRef, Store},
         watcher,
     },
@@ -264,7 +265,7 @@ pub struct Ctx {
     /// Applies rendered objects.
     pub applier: Applier,
     /// Publishes events on provider objects.
-    pub recorder: Recorder,
+    pub recorder: events::Events,
     /// Settings.
     pub opts: Options,
     /// Consecutive transient failures per provider, for exponential backoff.
@@ -821,7 +822,7 @@ pub async fn run(config: kube::Config, opts: Options) -> anyhow::Result<()> {
             .or_else(|| std::env::var("POD_NAME").ok()),
     };
     let ctx = Arc::new(Ctx {
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder: events::Events::new(client.clone(), reporter),
         applier: Applier::new(client.clone()),
         client: client.clone(),
         world: World {

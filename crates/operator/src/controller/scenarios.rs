@@ -11,11 +11,7 @@ use capi_operator_api::{
     OWNER_KIND_LABEL, OWNER_NAME_LABEL, ProviderType,
 };
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::runtime::{
-    controller::Action,
-    events::{Recorder, Reporter},
-    reflector, watcher,
-};
+use kube::runtime::{controller::Action, events::Reporter, reflector, watcher};
 use serde_json::{Value, json};
 
 use super::{
@@ -89,7 +85,7 @@ fn ctx_with(
         instance: None,
     };
     Arc::new(Ctx {
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder: super::events::Events::new(client.clone(), reporter),
         applier: Applier::new(client.clone()),
         client,
         world: World {
