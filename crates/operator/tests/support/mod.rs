@@ -35,16 +35,32 @@ pub fn samples() -> std::path::PathBuf {
 }
 
 /// Applies YAML text with kubectl (server-side, as a GitOps tool would).
+///
+/// A kind whose CRD has just become Established can still be missing from the API server's
+/// discovery documents for a moment (they are rebuilt asynchronously), and kubectl then refuses
+/// the object; a GitOps tool retries, and so does this, for up to 30 s on that error only.
 pub fn apply(cluster: &TestCluster, yaml: &str) -> Result<String, Box<dyn std::error::Error>> {
     let file = tempfile(yaml)?;
-    Ok(cluster.kubectl_ok(&[
+    let args = [
         "apply",
         "--server-side",
         "--field-manager",
         "e2e-user",
         "-f",
         &file,
-    ])?)
+    ];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match cluster.kubectl_ok(&args) {
+            Err(e)
+                if e.to_string().contains("ensure CRDs are installed first")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(250));
+            }
+            other => return Ok(other?),
+        }
+    }
 }
 
 /// This test binary's private cluster with the provider CRDs and cert-manager's CRDs (from the
