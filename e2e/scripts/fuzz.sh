@@ -33,6 +33,12 @@ export CARGO_TARGET_DIR="$cache/fuzz-target"
 cd "$root/fuzz"
 # Build first, so a build failure fails the run instead of disappearing in the filtered output.
 sanitizer=${FUZZ_SANITIZER:-address}
+# cargo-fuzz has no --locked; this check fails the run when fuzz/Cargo.lock lacks a package the
+# workspace now uses, instead of the build rewriting the committed lock in the tree.
+if ! cargo +nightly metadata --locked --format-version 1 >/dev/null; then
+  echo "fuzz: fuzz/Cargo.lock is stale: run 'cargo +nightly update -w' in fuzz/ and commit it" >&2
+  exit 1
+fi
 cargo +nightly fuzz build --sanitizer "$sanitizer" >&2
 for t in "${targets[@]}"; do
   corpus="$cache/fuzz-corpus/$t"
