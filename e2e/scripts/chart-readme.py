@@ -58,13 +58,31 @@ outside its range fails `helm install` / `helm upgrade` before anything is appli
 ## CRDs and `helm upgrade`
 
 Helm installs a chart's `crds/` directory on the first install only and never upgrades it. This
-chart keeps the CRDs there, so provider objects in the same release (the `providers` value) work
-on the first install, and the operator upgrades them: with `crds.manage` (the default) every
+chart keeps the CRDs there, so provider objects in the same release (the per-kind values
+`core`, `bootstrap`, `controlPlane`, `infrastructure`, `addon`, `ipam`, `runtimeExtension`, or
+the `providers` list) work on the first install, and the operator upgrades them: with `crds.manage` (the default) every
 operator start brings the seven CRDs to its own schema by server-side apply. Each CRD records
 the operator version and a hash of its schema, so an unchanged CRD is not written and a CRD
 written by a newer operator is not downgraded by a rollback. With `crds.manage: false`, apply
 them yourself after an upgrade: `helm show crds <chart> | kubectl apply --server-side -f -`.
 `helm uninstall` leaves the CRDs (and so every provider) in place.
+
+## Providers from values
+
+```
+helm install capi-operator manifests/helm/capi-provider-operator -n capi-operator-system --create-namespace \
+  --set core=cluster-api:v1.12.0 --set bootstrap=kubeadm:v1.12.0 --set controlPlane=kubeadm:v1.12.0 \
+  --set infrastructure=docker:v1.12.0
+```
+
+Each per-kind value is a string `name[:version][;name[:version]...]` or a map keyed by provider
+name (`--set infrastructure.docker.version=v1.12.0`, or a values file with `namespace`,
+`createNamespace`, `version`, `configSecret`, `fetchConfig`, `manager`, `deployment`, `spec`).
+The namespace defaults to `capi-system` for the core provider and `<name>-<kind>-system`
+otherwise (`docker-infrastructure-system`), created with the release. The chart has no webhook
+and needs no cert-manager: Helm installs `crds/` before any template, so provider objects are
+plain resources of the release (not hooks) and one `helm install` on a fresh cluster works; the
+operator installs them once it runs. With `keepProviders` (the default) Helm never deletes them.
 
 ## Values
 

@@ -430,35 +430,6 @@ async fn helm_chart_lints_renders_and_applies() -> TestResult {
     Ok(())
 }
 
-/// The helm binary `make integration` built (CAPI_HELM), or None after saying SKIPPED loudly.
-fn helm_bin(test: &str) -> Option<std::ffi::OsString> {
-    let helm = std::env::var_os("CAPI_HELM").filter(|h| !h.is_empty());
-    if helm.is_none() {
-        eprintln!(
-            "SKIPPED {test}: CAPI_HELM is not set (make integration builds helm with e2e/scripts/helm.sh)"
-        );
-    }
-    helm
-}
-
-/// Runs helm with `args`: Ok(stdout) on success, Err(stdout + stderr) otherwise.
-fn helm_run(helm: &std::ffi::OsStr, args: &[&str]) -> Result<String, String> {
-    let out = std::process::Command::new(helm)
-        .args(args)
-        .output()
-        .map_err(|e| format!("helm: {e}"))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!("helm {args:?}: {text}"))
-    }
-}
-
 /// Every default values.schema.json states is the one values.yaml holds, and the reverse.
 fn check_schema_defaults(schema: &Value, values: &Value, path: &str) -> Result<(), String> {
     let props = schema.get("properties").and_then(Value::as_object);
@@ -523,6 +494,12 @@ async fn helm_install_upgrade_and_values_schema() -> TestResult {
         "image.pullPolicy=Sometimes",
         "logFormat=xml",
         "serviceMonitor.interval=often",
+        "podDisruptionBudget.minAvailable=most",
+        "infrastructure=Docker",
+        "infrastructure.docker.version=1.12",
+        "networkPolicy.apiServer.cidrs[0]=apiserver",
+        "argocd.operatorWave=-1",
+        "env[0].value=no-name",
     ] {
         let e = helm(&["template", "x", &chart_s, "--set", bad])
             .err()
@@ -600,6 +577,9 @@ async fn helm_install_upgrade_and_values_schema() -> TestResult {
         get("{.spec.template.spec.priorityClassName}")?,
         "system-cluster-critical"
     );
+    // One replica: no PodDisruptionBudget, which would block node drains.
+    let (found, _) = release_pdb(cluster, ns, "{.spec}")?;
+    assert!(!found, "a PodDisruptionBudget over one replica");
     let notes = helm(&["get", "notes", "capi-operator", "-n", ns])?;
     assert!(
         notes.contains("rollout status deployment/capi-operator"),
@@ -624,6 +604,11 @@ async fn helm_install_upgrade_and_values_schema() -> TestResult {
         "imagePullSecrets[0].name=registry-credentials",
     ])?;
     assert_eq!(get("{.spec.replicas}")?, "2");
+    let (found, min_available) = release_pdb(cluster, ns, "{.spec.minAvailable}")?;
+    assert!(
+        found && min_available == "1",
+        "two replicas: a PodDisruptionBudget keeping one available ({min_available:?})"
+    );
     assert_eq!(
         get("{.spec.template.metadata.annotations.example\\.com/team}")?,
         "platform"

@@ -332,3 +332,51 @@ pub async fn load_core(cluster: &TestCluster, client: &Client, ns: &str) -> Test
     }
     Ok(())
 }
+
+/// The helm binary `make integration` built (CAPI_HELM), or None after saying SKIPPED loudly.
+pub fn helm_bin(test: &str) -> Option<std::ffi::OsString> {
+    let helm = std::env::var_os("CAPI_HELM").filter(|h| !h.is_empty());
+    if helm.is_none() {
+        eprintln!(
+            "SKIPPED {test}: CAPI_HELM is not set (make integration builds helm with e2e/scripts/helm.sh)"
+        );
+    }
+    helm
+}
+
+/// Runs helm with `args`: Ok(stdout) on success, Err(stdout + stderr) otherwise.
+pub fn helm_run(helm: &std::ffi::OsStr, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(helm)
+        .args(args)
+        .output()
+        .map_err(|e| format!("helm: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!("helm {args:?}: {text}"))
+    }
+}
+
+/// `jsonpath` of the PodDisruptionBudget of the chart's release `capi-operator` in `ns`:
+/// whether it exists, and the value.
+pub fn release_pdb(
+    cluster: &TestCluster,
+    ns: &str,
+    jsonpath: &str,
+) -> std::io::Result<(bool, String)> {
+    let (found, out, _) = cluster.kubectl(&[
+        "get",
+        "pdb",
+        "capi-operator",
+        "-n",
+        ns,
+        "-o",
+        &format!("jsonpath={jsonpath}"),
+    ])?;
+    Ok((found, out))
+}
