@@ -8,7 +8,9 @@ bindir="$cache/bin/promtool-${PROMETHEUS_VERSION}"
 if [[ ! -x "$bindir/promtool" ]]; then
   echo "building promtool ${PROMETHEUS_VERSION} into $bindir (first time: a few minutes)" >&2
   mkdir -p "$bindir"
-  GOBIN="$bindir" CGO_ENABLED=0 GOFLAGS= go install -trimpath -ldflags "-s -w" \
+  # remove_all_sd leaves out Prometheus' service discovery plugins (cloud SDKs), which rule
+  # checks and tests do not use: half the compile time.
+  GOBIN="$bindir" CGO_ENABLED=0 GOFLAGS= go install -trimpath -tags remove_all_sd -ldflags "-s -w" \
     "github.com/prometheus/prometheus/cmd/promtool@${PROMETHEUS_VERSION}" >&2
 fi
 echo "$bindir/promtool"
