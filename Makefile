@@ -99,6 +99,12 @@ integration: control-plane providers process-node ## Integration tests against o
 	CAPI_PROVIDER_IMAGES=$$images CAPI_PROCESS_NODE_BIN=$(CARGO_TARGET_DIR)/debug/capi-process-node \
 	  $(CARGO) test --workspace --no-fail-fast --test '*'
 
+.PHONY: alerts-check
+alerts-check: ## Check the alerting rules and run their unit tests with the real promtool (built once by e2e/scripts/promtool.sh).
+	@promtool=$$($(SCRIPTS)/promtool.sh); \
+	$$promtool check rules manifests/monitoring/prometheus-rules.yaml; \
+	$$promtool test rules manifests/monitoring/prometheus-rules.test.yaml
+
 .PHONY: docs-check
 docs-check: control-plane ## Run every command README.md, docs/ and examples/ show, as written, on private local control planes.
 	@python3 $(SCRIPTS)/docs-check.py
@@ -133,7 +139,7 @@ soak: soak-faults control-plane providers process-node ## Long fault injection: 
 	  $(CARGO) test --workspace --test workload_cluster -- --nocapture
 
 .PHONY: test
-test: deps fmt-check clippy check-generated unit integration docs-check fuzz-short ## Everything CI runs.
+test: deps fmt-check clippy check-generated unit alerts-check integration docs-check fuzz-short ## Everything CI runs.
 
 .PHONY: demo
 demo: deps control-plane ## The operator demo: local control plane, CRDs, operator, sample providers until Ready.

@@ -59,6 +59,11 @@ pub struct ProviderState {
     pub ready: bool,
     /// Whether it is paused.
     pub paused: bool,
+    /// The reason of its Ready condition (empty before it has one): says why it is not Ready.
+    pub reason: String,
+    /// The reason of its Stalled condition when that is True (a configuration problem that
+    /// retrying does not fix), else `None`.
+    pub stalled: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -67,9 +72,11 @@ struct Inner {
     durations: BTreeMap<String, Histogram>,
     errors: BTreeMap<(String, String), u64>,
     fetches: BTreeMap<(&'static str, &'static str), Histogram>,
-    providers: BTreeMap<(String, String, String), ProviderState>,
+    providers: BTreeMap<ProviderKey, ProviderState>,
+    fetch_errors: BTreeMap<(&'static str, &'static str), u64>,
     stalls: Histogram,
     max_stall: f64,
+    leader: bool,
 }
 
 /// The operator's metrics registry.
@@ -115,6 +122,21 @@ impl Metrics {
                 .entry((source, result))
                 .or_default()
                 .observe(took.as_secs_f64());
+        }
+    }
+
+    /// Counts a failed release fetch from a source of kind `source`, by error class (see
+    /// [`fetch_error_class`]).
+    pub fn fetch_failed(&self, source: &'static str, class: &'static str) {
+        if let Ok(mut m) = self.inner.lock() {
+            *m.fetch_errors.entry((source, class)).or_default() += 1;
+        }
+    }
+
+    /// Records whether this replica runs the controllers (leads, or leader election is off).
+    pub fn leading(&self, leading: bool) {
+        if let Ok(mut m) = self.inner.lock() {
+            m.leader = leading;
         }
     }
 
@@ -183,6 +205,13 @@ impl Metrics {
                 &format!("source=\"{source}\",result=\"{result}\""),
             );
         }
+        out.push_str("# HELP capi_operator_fetch_errors_total Failed release fetches, by source kind and error class.\n# TYPE capi_operator_fetch_errors_total counter\n");
+        for ((source, class), n) in &m.fetch_errors {
+            let _ = writeln!(
+                out,
+                "capi_operator_fetch_errors_total{{source=\"{source}\",error=\"{class}\"}} {n}"
+            );
+        }
         out.push_str("# HELP capi_operator_event_loop_stall_seconds How late a 100 ms tick of the operator's (single-threaded) event loop ran: time nothing else could run.\n# TYPE capi_operator_event_loop_stall_seconds histogram\n");
         m.stalls
             .write(&mut out, "capi_operator_event_loop_stall_seconds", "");
@@ -191,20 +220,88 @@ impl Metrics {
             "# HELP capi_operator_event_loop_stall_max_seconds The longest such stall since start.\n# TYPE capi_operator_event_loop_stall_max_seconds gauge\ncapi_operator_event_loop_stall_max_seconds {}",
             m.max_stall
         );
-        out.push_str("# HELP capi_operator_provider_ready Whether a provider is Ready (1) or not (0), with its installed version.\n# TYPE capi_operator_provider_ready gauge\n");
-        for ((kind, ns, name), s) in &m.providers {
-            let _ = writeln!(
-                out,
-                "capi_operator_provider_ready{{kind=\"{}\",namespace=\"{}\",name=\"{}\",version=\"{}\",paused=\"{}\"}} {}",
-                escape(kind),
-                escape(ns),
-                escape(name),
-                escape(&s.version),
-                s.paused,
-                u8::from(s.ready)
-            );
-        }
+        let _ = writeln!(
+            out,
+            "# HELP capi_operator_leader Whether this replica runs the controllers (1: it leads, or leader election is off) or waits (0).\n# TYPE capi_operator_leader gauge\ncapi_operator_leader {}",
+            u8::from(m.leader)
+        );
+        write_providers(&mut out, &m.providers);
+        write_rate_limits(&mut out, &capi_release_sources::http::rate_limits());
         out
+    }
+}
+
+/// Kind, namespace and name of a provider object.
+type ProviderKey = (String, String, String);
+
+/// The labels naming one provider object.
+fn provider_labels((kind, ns, name): &ProviderKey) -> String {
+    format!(
+        "kind=\"{}\",namespace=\"{}\",name=\"{}\"",
+        escape(kind),
+        escape(ns),
+        escape(name)
+    )
+}
+
+/// The per-provider gauges: Ready (with the condition's reason) and Stalled.
+fn write_providers(out: &mut String, providers: &BTreeMap<ProviderKey, ProviderState>) {
+    out.push_str("# HELP capi_operator_provider_ready Whether a provider is Ready (1) or not (0), with its installed version and the Ready condition's reason.\n# TYPE capi_operator_provider_ready gauge\n");
+    for (key, s) in providers {
+        let _ = writeln!(
+            out,
+            "capi_operator_provider_ready{{{},version=\"{}\",paused=\"{}\",reason=\"{}\"}} {}",
+            provider_labels(key),
+            escape(&s.version),
+            s.paused,
+            escape(&s.reason),
+            u8::from(s.ready)
+        );
+    }
+    out.push_str("# HELP capi_operator_provider_stalled Whether a provider is stalled on a problem retrying does not fix (1, with the Stalled condition's reason) or not (0).\n# TYPE capi_operator_provider_stalled gauge\n");
+    for (key, s) in providers {
+        let _ = writeln!(
+            out,
+            "capi_operator_provider_stalled{{{},reason=\"{}\"}} {}",
+            provider_labels(key),
+            escape(s.stalled.as_deref().unwrap_or_default()),
+            u8::from(s.stalled.is_some())
+        );
+    }
+}
+
+/// The rate limit quota the release sources' servers last announced, by host.
+fn write_rate_limits(out: &mut String, limits: &[capi_release_sources::http::RateLimit]) {
+    out.push_str("# HELP capi_operator_source_rate_limit_remaining Requests left in the current rate limit window of a release source's server (as its last answer said), by host.\n# TYPE capi_operator_source_rate_limit_remaining gauge\n");
+    for l in limits {
+        let _ = writeln!(
+            out,
+            "capi_operator_source_rate_limit_remaining{{host=\"{}\"}} {}",
+            escape(&l.host),
+            l.remaining
+        );
+    }
+    out.push_str("# HELP capi_operator_source_rate_limit_limit Requests allowed per rate limit window of a release source's server, by host.\n# TYPE capi_operator_source_rate_limit_limit gauge\n");
+    for l in limits.iter().filter(|l| l.limit.is_some()) {
+        let _ = writeln!(
+            out,
+            "capi_operator_source_rate_limit_limit{{host=\"{}\"}} {}",
+            escape(&l.host),
+            l.limit.unwrap_or_default()
+        );
+    }
+}
+
+/// The error class of a failed fetch, a bounded label value.
+pub fn fetch_error_class(e: &capi_release_sources::SourceError) -> &'static str {
+    use capi_release_sources::SourceError as E;
+    match e {
+        E::NotFound(_) => "NotFound",
+        E::RateLimited(_) => "RateLimited",
+        E::Unauthorized(_) => "Unauthorized",
+        E::Transient { .. } => "Transient",
+        E::TooLarge { .. } => "TooLarge",
+        E::Invalid(_) => "Invalid",
     }
 }
 
@@ -236,6 +333,8 @@ mod tests {
             version: "v1.12.0".into(),
             ready: true,
             paused: false,
+            reason: "DeploymentsAvailable".into(),
+            stalled: None,
         };
         m.provider("CoreProvider", "capi-system", "cluster-api", state);
         let text = m.render();
@@ -264,9 +363,76 @@ mod tests {
         assert!(text.contains(
             "capi_operator_fetch_duration_seconds_bucket{source=\"github\",result=\"success\",le=\"1\"} 1"
         ));
-        assert!(text.contains("name=\"cluster-api\",version=\"v1.12.0\",paused=\"false\"} 1"));
+        assert!(text.contains(
+            "name=\"cluster-api\",version=\"v1.12.0\",paused=\"false\",reason=\"DeploymentsAvailable\"} 1"
+        ));
+        assert!(text.contains(
+            "capi_operator_provider_stalled{kind=\"CoreProvider\",namespace=\"capi-system\",name=\"cluster-api\",reason=\"\"} 0"
+        ));
         m.forget("CoreProvider", "capi-system", "cluster-api");
         assert!(!m.render().contains("cluster-api"));
+    }
+
+    #[test]
+    fn stalls_fetch_errors_and_leadership_are_exported() {
+        let m = Metrics::default();
+        let text = m.render();
+        assert!(text.contains("# TYPE capi_operator_fetch_errors_total counter\n"));
+        assert!(text.contains("# TYPE capi_operator_provider_stalled gauge\n"));
+        assert!(text.contains("# TYPE capi_operator_source_rate_limit_remaining gauge\n"));
+        assert!(text.contains("\ncapi_operator_leader 0\n"), "{text}");
+        m.leading(true);
+        let error = capi_release_sources::SourceError::RateLimited("api.github.com".into());
+        m.fetch_failed("github", fetch_error_class(&error));
+        m.fetch_failed("github", fetch_error_class(&error));
+        let state = ProviderState {
+            version: String::new(),
+            ready: false,
+            paused: false,
+            reason: "MissingVariables".into(),
+            stalled: Some("MissingVariables".into()),
+        };
+        m.provider("InfrastructureProvider", "capa", "aws", state);
+        let text = m.render();
+        assert!(text.contains("\ncapi_operator_leader 1\n"), "{text}");
+        assert!(
+            text.contains(
+                "capi_operator_fetch_errors_total{source=\"github\",error=\"RateLimited\"} 2\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains(
+            "capi_operator_provider_stalled{kind=\"InfrastructureProvider\",namespace=\"capa\",name=\"aws\",reason=\"MissingVariables\"} 1\n"
+        ));
+        assert!(text.contains("paused=\"false\",reason=\"MissingVariables\"} 0\n"));
+    }
+
+    #[test]
+    fn rate_limits_are_exported_by_host() {
+        let mut out = String::new();
+        let limits = [
+            capi_release_sources::http::RateLimit {
+                host: "api.github.com".into(),
+                remaining: 7,
+                limit: Some(60),
+            },
+            capi_release_sources::http::RateLimit {
+                host: "gitlab.example".into(),
+                remaining: 3,
+                limit: None,
+            },
+        ];
+        write_rate_limits(&mut out, &limits);
+        assert!(
+            out.contains("capi_operator_source_rate_limit_remaining{host=\"api.github.com\"} 7\n")
+        );
+        assert!(
+            out.contains("capi_operator_source_rate_limit_remaining{host=\"gitlab.example\"} 3\n")
+        );
+        assert!(
+            out.contains("capi_operator_source_rate_limit_limit{host=\"api.github.com\"} 60\n")
+        );
+        assert!(!out.contains("capi_operator_source_rate_limit_limit{host=\"gitlab.example\"}"));
     }
 
     #[test]

@@ -460,6 +460,87 @@ fn check_schema_defaults(schema: &Value, values: &Value, path: &str) -> Result<(
     Ok(())
 }
 
+/// The chart's PrometheusRule and dashboard ConfigMap: off by default; when on, they hold
+/// manifests/monitoring's files unchanged (but for the runbook links' base), with the labels the
+/// values give.
+fn check_monitoring_templates(
+    helm: &dyn Fn(&[&str]) -> Result<String, String>,
+    chart: &str,
+) -> TestResult {
+    let limits = capi_yaml::Limits::default();
+    let defaults = helm(&["template", "x", chart])?;
+    assert!(!defaults.contains("kind: PrometheusRule"), "off by default");
+    assert!(!defaults.contains("grafana_dashboard"), "off by default");
+    let monitoring = workspace_root().join("manifests/monitoring");
+    let base = "https://github.com/capi-provider-operator/capi-provider-operator/blob/main/docs/runbooks.md";
+    let mirror = "https://docs.example/capi/runbooks.html";
+    let rules = std::fs::read_to_string(monitoring.join("prometheus-rules.yaml"))?;
+    assert!(rules.contains(base), "the rules link to {base}");
+    let want: Value = capi_yaml::from_str(&rules.replace(base, mirror))?;
+    let rendered = helm(&[
+        "template",
+        "x",
+        chart,
+        "-n",
+        "ops",
+        "--set",
+        "prometheusRule.enabled=true",
+        "--set",
+        "prometheusRule.labels.release=prometheus",
+        "--set",
+        &format!("prometheusRule.runbookBaseURL={mirror}"),
+        "--show-only",
+        "templates/prometheusrule.yaml",
+    ])?;
+    let rule = capi_yaml::parse_documents(&rendered, &limits)?;
+    let rule = rule.first().ok_or("no PrometheusRule")?;
+    assert_eq!(rule["kind"], "PrometheusRule");
+    assert_eq!(rule["metadata"]["namespace"], "ops");
+    assert_eq!(rule["metadata"]["labels"]["release"], "prometheus");
+    assert_eq!(
+        rule["spec"]["groups"], want["groups"],
+        "the rules file, as is"
+    );
+
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(
+        monitoring.join("capi-provider-operator-dashboard.json"),
+    )?)?;
+    for (extra, label) in [
+        (None, ("grafana_dashboard", "1")),
+        (
+            Some("dashboard.labels.dashboards=capi"),
+            ("dashboards", "capi"),
+        ),
+    ] {
+        let mut args = vec![
+            "template",
+            "x",
+            chart,
+            "--set",
+            "dashboard.enabled=true",
+            "--set",
+            "dashboard.namespace=grafana",
+            "--show-only",
+            "templates/dashboard.yaml",
+        ];
+        args.extend(extra.iter().flat_map(|e| ["--set", *e]));
+        let cm = capi_yaml::parse_documents(&helm(&args)?, &limits)?;
+        let cm = cm.first().ok_or("no ConfigMap")?;
+        assert_eq!(cm["kind"], "ConfigMap");
+        assert_eq!(cm["metadata"]["namespace"], "grafana");
+        assert_eq!(cm["metadata"]["labels"][label.0], label.1, "{cm:#}");
+        let json = cm["data"]["capi-provider-operator.json"]
+            .as_str()
+            .ok_or("no JSON")?;
+        assert_eq!(
+            serde_json::from_str::<Value>(json)?,
+            dashboard,
+            "the dashboard, as is"
+        );
+    }
+    Ok(())
+}
+
 /// The chart as users meet it: values checked by its schema (refused before anything is
 /// applied), a real `helm install` and `helm upgrade` on the local control plane with the
 /// standard labels, the image tag from appVersion and the pod settings, and an uninstall that
@@ -500,6 +581,9 @@ async fn helm_install_upgrade_and_values_schema() -> TestResult {
         "networkPolicy.apiServer.cidrs[0]=apiserver",
         "argocd.operatorWave=-1",
         "env[0].value=no-name",
+        "prometheusRule.enabled=maybe",
+        "prometheusRule.runbookBaseURL=runbooks.md",
+        "dashboard.enabled=maybe",
     ] {
         let e = helm(&["template", "x", &chart_s, "--set", bad])
             .err()
@@ -519,9 +603,12 @@ async fn helm_install_upgrade_and_values_schema() -> TestResult {
         "templates/servicemonitor.yaml",
     ])?;
     assert!(
-        monitor.contains("kind: ServiceMonitor") && monitor.contains("port: metrics"),
+        monitor.contains("kind: ServiceMonitor")
+            && monitor.contains("port: metrics")
+            && monitor.contains("honorLabels: true"),
         "{monitor}"
     );
+    check_monitoring_templates(&helm, &chart_s)?;
 
     // The policy may already exist cluster-wide (another test's apply); this release owns none.
     let ns = "helm-release";

@@ -7,13 +7,62 @@
 //! an error or a log line, so no credential leaves through either.
 
 use std::{
+    collections::BTreeMap,
     fmt,
+    sync::Mutex,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
 use reqwest::{StatusCode, Url, header::HeaderMap, redirect};
 
 use super::{MAX_FILE_BYTES, SourceError};
+
+/// The rate limit quota a server announced in its last answer (GitHub's `x-ratelimit-*`,
+/// GitLab's `ratelimit-*` headers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimit {
+    /// The server's host name.
+    pub host: String,
+    /// Requests left in the current window.
+    pub remaining: u64,
+    /// Requests allowed per window, when announced.
+    pub limit: Option<u64>,
+}
+
+/// The last quota each host announced: one entry per host the configured sources name, so
+/// the set stays as small as the providers' fetch configurations.
+static RATE_LIMITS: Mutex<BTreeMap<String, RateLimit>> = Mutex::new(BTreeMap::new());
+
+/// The rate limit quotas the servers answered with most recently, by host.
+pub fn rate_limits() -> Vec<RateLimit> {
+    RATE_LIMITS
+        .lock()
+        .map(|m| m.values().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The quota an answer from `host` announces, if it announces one.
+fn announced_rate_limit(host: &str, headers: &HeaderMap) -> Option<RateLimit> {
+    let number = |names: [&str; 2]| {
+        names
+            .iter()
+            .find_map(|n| header(headers, n).and_then(|v| v.parse::<u64>().ok()))
+    };
+    Some(RateLimit {
+        host: host.to_string(),
+        remaining: number(["x-ratelimit-remaining", "ratelimit-remaining"])?,
+        limit: number(["x-ratelimit-limit", "ratelimit-limit"]),
+    })
+}
+
+fn record_rate_limit(url: &Url, headers: &HeaderMap) {
+    let Some(limit) = host_of(url).and_then(|h| announced_rate_limit(&h, headers)) else {
+        return;
+    };
+    if let Ok(mut m) = RATE_LIMITS.lock() {
+        m.insert(limit.host.clone(), limit);
+    }
+}
 
 /// Most redirects followed for one request.
 const MAX_REDIRECTS: usize = 5;
@@ -299,6 +348,7 @@ impl Http {
         let mut resp = req.send().await.map_err(|e| transport(shown, &e))?;
         let status = resp.status();
         let headers = resp.headers().clone();
+        record_rate_limit(resp.url(), &headers);
         if !status.is_success() {
             return Err(status_error(shown, status, &headers));
         }
@@ -436,6 +486,27 @@ mod tests {
             h.insert(*k, HeaderValue::from_static(v));
         }
         h
+    }
+
+    #[test]
+    fn announced_rate_limits_are_read_from_github_and_gitlab_headers() {
+        let github = headers(&[("x-ratelimit-remaining", "12"), ("x-ratelimit-limit", "60")]);
+        assert_eq!(
+            announced_rate_limit("api.github.com", &github),
+            Some(RateLimit {
+                host: "api.github.com".into(),
+                remaining: 12,
+                limit: Some(60)
+            })
+        );
+        let gitlab = headers(&[("ratelimit-remaining", "1999")]);
+        let got = announced_rate_limit("gitlab.com", &gitlab).expect("announced");
+        assert_eq!((got.remaining, got.limit), (1999, None));
+        assert_eq!(announced_rate_limit("x", &headers(&[])), None);
+        assert_eq!(
+            announced_rate_limit("x", &headers(&[("x-ratelimit-remaining", "many")])),
+            None
+        );
     }
 
     #[test]

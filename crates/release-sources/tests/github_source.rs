@@ -299,6 +299,17 @@ async fn rate_limits_are_reported_without_retrying() {
     );
     assert!(e.to_string().contains("GITHUB_TOKEN"));
     assert_eq!(s.requests().len(), 1, "a rate limit is not hammered");
+    // The quota the answer announced is kept for the operator's metrics.
+    let host = reqwest::Url::parse(s.url())
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .expect("a host");
+    let seen = capi_release_sources::http::rate_limits();
+    assert!(
+        seen.iter()
+            .any(|l| l.host == host && l.remaining == 0 && l.limit == Some(60)),
+        "{seen:?}"
+    );
 
     s.knobs().too_many_requests_next(1);
     let e = source(&s, None, config())

@@ -295,9 +295,11 @@ async fn cached_fetch<P: Served>(
     let timed = || async {
         let started = std::time::Instant::now();
         let r = fetch_release(&chosen.source, Some(version), &chosen.components_file).await;
-        ctx.opts
-            .metrics
-            .fetched(chosen.source.kind(), r.is_ok(), started.elapsed());
+        let metrics = &ctx.opts.metrics;
+        metrics.fetched(chosen.source.kind(), r.is_ok(), started.elapsed());
+        if let Err(e) = &r {
+            metrics.fetch_failed(chosen.source.kind(), crate::metrics::fetch_error_class(e));
+        }
         r
     };
     let Some(key) = chosen.cache_key.as_deref() else {

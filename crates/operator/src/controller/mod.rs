@@ -888,6 +888,7 @@ struct Lead {
     stop: tokio::sync::watch::Receiver<bool>,
     stop_tx: tokio::sync::watch::Sender<bool>,
     elector: Option<crate::leader::Elector>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Lead {
@@ -895,6 +896,14 @@ impl Lead {
     /// renewed, then it is released) or the loss of the lease (an error, returned at once:
     /// writes are already refused, and the process exits).
     async fn supervise(self, controllers: impl futures::Future<Output = ()>) -> anyhow::Result<()> {
+        self.metrics.leading(true);
+        let metrics = self.metrics.clone();
+        let result = self.run(controllers).await;
+        metrics.leading(false);
+        result
+    }
+
+    async fn run(self, controllers: impl futures::Future<Output = ()>) -> anyhow::Result<()> {
         let stop = || {
             // No receiver left means every controller already stopped.
             let _ = self.stop_tx.send(true);
@@ -940,6 +949,7 @@ async fn lead(mut elector: Option<crate::leader::Elector>, opts: &Options) -> Op
         stop,
         stop_tx,
         elector,
+        metrics: opts.metrics.clone(),
     })
 }
 

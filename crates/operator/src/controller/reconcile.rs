@@ -364,6 +364,14 @@ async fn report_status<P: Served>(
             version: status.installed_version.clone().unwrap_or_default(),
             ready: status.condition(READY).is_some_and(|c| c.status == "True"),
             paused: p.spec.paused,
+            reason: status
+                .condition(READY)
+                .map(|c| c.reason.clone())
+                .unwrap_or_default(),
+            stalled: status
+                .condition(STALLED)
+                .filter(|c| c.status == "True")
+                .map(|c| c.reason.clone()),
         },
     );
     let status = served::shown(p.api, &status);
