@@ -106,8 +106,31 @@ alerts-check: ## Check the alerting rules and run their unit tests with the real
 	$$promtool test rules manifests/monitoring/prometheus-rules.test.yaml
 
 .PHONY: docs-check
-docs-check: control-plane ## Run every command README.md, docs/ and examples/ show, as written, on private local control planes.
+docs-check: control-plane ## Check every link of the Markdown files, then run every command README.md, docs/ and examples/ show, as written, on private local control planes.
+	@python3 $(SCRIPTS)/docs-links.py
 	@python3 $(SCRIPTS)/docs-check.py
+
+# The book is built outside the clone, next to the other build outputs.
+BOOK_DIR ?= $(CARGO_TARGET_DIR)/book
+
+.PHONY: docs-book
+docs-book: ## Build docs/ as a book with mdBook into BOOK_DIR (default $CARGO_TARGET_DIR/book) and check the links of its pages.
+	@mdbook=$$($(SCRIPTS)/mdbook.sh); $$mdbook build docs -d $(abspath $(BOOK_DIR))
+	@python3 $(SCRIPTS)/docs-links.py --html $(BOOK_DIR)
+	@echo "the book: $(BOOK_DIR)/index.html"
+
+.PHONY: docs-serve
+docs-serve: ## Serve the book at http://localhost:3000, rebuilt on every change of docs/.
+	@mdbook=$$($(SCRIPTS)/mdbook.sh); $$mdbook serve docs -d $(abspath $(BOOK_DIR))
+
+.PHONY: dist
+dist: ## Release artifacts in DIST_DIR (default dist/): the plugin for linux (amd64, arm64) and, given a macOS SDK (SDKROOT), macOS, with its krew manifest, the Helm chart and its index, the SBOM, SHA256SUMS; then checked.
+	@$(SCRIPTS)/dist.sh
+	@python3 $(SCRIPTS)/dist-check.py --dir $${DIST_DIR:-dist}
+
+.PHONY: dist-check
+dist-check: ## Package this machine's debug build as make dist packages a release, and check every artifact.
+	@python3 $(SCRIPTS)/dist-check.py
 
 .PHONY: fuzz-short
 fuzz-short: ## A short coverage-guided fuzzing run (20 s per target, no sanitizer; needs nightly Rust).
@@ -139,7 +162,7 @@ soak: soak-faults control-plane providers process-node ## Long fault injection: 
 	  $(CARGO) test --workspace --test workload_cluster -- --nocapture
 
 .PHONY: test
-test: deps fmt-check clippy check-generated unit alerts-check integration docs-check fuzz-short ## Everything CI runs.
+test: deps fmt-check clippy check-generated unit alerts-check integration docs-check docs-book dist-check fuzz-short ## Everything CI runs.
 
 .PHONY: demo
 demo: deps control-plane ## The operator demo: local control plane, CRDs, operator, sample providers until Ready.
