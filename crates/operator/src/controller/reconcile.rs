@@ -354,7 +354,7 @@ async fn report_status<P: Served>(
     (old, mut status): (ProviderStatus, ProviderStatus),
     ended: kstatus::Ended<'_>,
 ) -> Result<(), kube::Error> {
-    set_kstatus(&mut status, ended, p.metadata.generation);
+    set_kstatus(&mut status, ended, p);
     status.observed_generation = p.metadata.generation;
     ctx.opts.metrics.provider(
         p.provider_type.kind(),
@@ -394,10 +394,13 @@ fn translation(ignored: &[String]) -> Desired {
 }
 
 /// Sets the kstatus conditions from how the reconcile ended.
-fn set_kstatus(status: &mut ProviderStatus, ended: kstatus::Ended<'_>, generation: Option<i64>) {
+/// Sets the kstatus conditions from how the reconcile ended, and the summary `kubectl get`
+/// shows from them.
+fn set_kstatus(status: &mut ProviderStatus, ended: kstatus::Ended<'_>, p: &AnyProvider) {
     for d in kstatus::conditions(status, ended) {
-        conditions::set(&mut status.conditions, &d, generation);
+        conditions::set(&mut status.conditions, &d, p.metadata.generation);
     }
+    status.summary = kstatus::summary(p.spec.version.as_deref(), status);
 }
 
 /// Puts an outcome on the status and chooses when to look again (a transient failure is
@@ -752,7 +755,7 @@ async fn report_deletion<P: Served>(
     let generation = p.metadata.generation;
     conditions::set(&mut status.conditions, &deleting, generation);
     let ended = kstatus::Ended::Deleting(&deleting.reason, &deleting.message);
-    set_kstatus(&mut status, ended, generation);
+    set_kstatus(&mut status, ended, p);
     let status = served::shown(p.api, &status);
     publish_transitions(obj, ctx, &old, &status).await;
     if status != old {
