@@ -7,6 +7,7 @@ pub mod crd;
 pub mod image;
 pub mod kinds;
 pub mod normalize;
+pub mod note;
 pub mod rollout;
 pub mod spec;
 pub mod status;

@@ -30,6 +30,12 @@ pub struct ProviderStatus {
     /// by the operator, so a cached release is used only while its content has this digest.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub release_digests: BTreeMap<String, String>,
+    /// Why the provider is not where its spec says, in a few words for `kubectl get` (its
+    /// Summary column): the Stalled or Reconciling reason, and the version wanted and the one
+    /// installed when they differ, e.g. `ComponentsFetchError: wanted v9.9.9, installed
+    /// v1.12.0`. Absent once the spec is reached; the conditions hold the full messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 impl ProviderStatus {

@@ -1687,6 +1687,7 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
         printer_columns: json!([
             { "name": "InstalledVersion", "type": "string", "jsonPath": ".status.installedVersion" },
             { "name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Ready')].status" },
+            { "name": "Summary", "type": "string", "jsonPath": ".status.summary" },
         ]),
         description: format!(
             "{}: a Cluster API {} provider, in the API of kubernetes-sigs/cluster-api-operator.",

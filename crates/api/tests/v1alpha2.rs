@@ -1117,6 +1117,7 @@ fn our_status() -> Res<api::ProviderStatus> {
         observed_generation: Some(3),
         installed_version: Some("v1.10.0".into()),
         release_digests: [("v1.10.0".to_string(), "ab12".to_string())].into(),
+        summary: Some("ComponentsFetchError: wanted v1.10.1, installed v1.10.0".into()),
     })
 }
 
@@ -1375,6 +1376,8 @@ fn crds_have_the_other_operators_names_and_columns() -> TestResult {
             json!([
                 { "name": "InstalledVersion", "type": "string", "jsonPath": ".status.installedVersion" },
                 { "name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Ready')].status" },
+                // This operator's addition: why the provider is not where its spec says.
+                { "name": "Summary", "type": "string", "jsonPath": ".status.summary" },
             ])
         );
         let annotations = v["metadata"]["annotations"]
@@ -1570,7 +1573,8 @@ fn crd_schema_has_the_apis_fields_types_and_rules() -> TestResult {
     }
 
     // The other operator's status fields, and this operator's release digests (what lets its
-    // release cache be trusted; the other operator never reads them).
+    // release cache be trusted; the other operator never reads them) and summary (the Summary
+    // column of `kubectl get`).
     let status = &root["properties"]["status"];
     assert_eq!(
         keys(status),
@@ -1579,7 +1583,8 @@ fn crd_schema_has_the_apis_fields_types_and_rules() -> TestResult {
             "contract",
             "installedVersion",
             "observedGeneration",
-            "releaseDigests"
+            "releaseDigests",
+            "summary"
         ]
     );
     let conditions = &status["properties"]["conditions"];

@@ -379,6 +379,15 @@ pub fn default_repository(t: ProviderType, name: &str) -> Option<DefaultReposito
         })
 }
 
+/// The names of clusterctl's well-known providers of type `t`, in its list's order.
+pub fn known_names(t: ProviderType) -> Vec<&'static str> {
+    KNOWN
+        .iter()
+        .filter(|(kt, ..)| *kt == t)
+        .map(|(_, name, ..)| *name)
+        .collect()
+}
+
 /// The components file of a provider's releases when its source does not name one: the
 /// well-known provider's own (docker's `infrastructure-components-development.yaml`), else the
 /// type's default.

@@ -11,10 +11,12 @@ pub enum MetadataError {
     #[error("invalid metadata.yaml: {0}")]
     Invalid(String),
     /// The version's major.minor has no release series.
-    #[error("version {version} does not match any release series in metadata.yaml")]
+    #[error("version {version} does not match any release series in metadata.yaml; {found}")]
     NoSeries {
         /// The version looked up.
         version: String,
+        /// The series metadata.yaml has (a short note).
+        found: String,
     },
 }
 
@@ -94,14 +96,24 @@ impl Metadata {
 
     /// The contract `version` abides by.
     pub fn contract_for(&self, version: &str) -> Result<&str, MetadataError> {
-        let v = crate::version::parse(version).ok_or_else(|| MetadataError::NoSeries {
-            version: version.to_string(),
-        })?;
-        self.series_for(&v)
+        crate::version::parse(version)
+            .and_then(|v| self.series_for(&v))
             .map(|s| s.contract.as_str())
             .ok_or_else(|| MetadataError::NoSeries {
                 version: version.to_string(),
+                found: self.series_note(),
             })
+    }
+
+    /// "it has series 1.0 (v1beta1), 1.1 (v1beta1)": what a version without a series could
+    /// have matched.
+    fn series_note(&self) -> String {
+        let series: Vec<String> = self
+            .release_series
+            .iter()
+            .map(|s| format!("{}.{} ({})", s.major, s.minor, s.contract))
+            .collect();
+        capi_operator_api::note::found_note("it has series ", &series, "it has no series")
     }
 
     /// The newest (major, minor) series abiding by `contract`.
@@ -127,8 +139,17 @@ mod tests {
         assert_eq!(
             m.contract_for("v3.0.0"),
             Err(MetadataError::NoSeries {
-                version: "v3.0.0".into()
+                version: "v3.0.0".into(),
+                found: "it has series 2.0 (v1beta2), 1.1 (v1beta1), 1.0 (v1beta1)".into()
             })
+        );
+        // The message shows which series there are.
+        let message = m.contract_for("v3.0.0").err().map(|e| e.to_string());
+        assert_eq!(
+            message.as_deref(),
+            Some(
+                "version v3.0.0 does not match any release series in metadata.yaml; it has series 2.0 (v1beta2), 1.1 (v1beta1), 1.0 (v1beta1)"
+            )
         );
         assert_eq!(
             m.newest_series_for_contract("v1beta1")

@@ -297,6 +297,11 @@ async fn argocd_health_check_reads_every_state() -> TestResult {
     assert_health("configuration error", &broken, "Degraded", "no-such-secret")?;
     assert_kstatus("configuration error", &broken, "Failed")?;
 
+    // A version no release has: `kubectl get` says why in the row, next to READY True.
+    summary_column_names_a_missing_version(cluster, &client, core)
+        .await
+        .map_err(log)?;
+
     // Deleting the core provider waits for the others.
     cluster.kubectl_ok(&[
         "delete",
@@ -353,6 +358,64 @@ async fn argocd_health_check_reads_every_state() -> TestResult {
     )?;
     assert_kstatus("unobserved spec", &stale, "InProgress")?;
 
+    Ok(())
+}
+
+/// Sets the core provider's spec.version to a version no ConfigMap holds: its `kubectl get`
+/// row reads READY True (the installed release still runs) and, in the Summary column, the
+/// reason and both versions; the Stalled message names the ConfigMap the selector matched.
+/// Back at the installed version, the column is empty again.
+async fn summary_column_names_a_missing_version(
+    cluster: &TestCluster,
+    client: &Client,
+    core: (&str, &str, &str),
+) -> TestResult {
+    let patch = |v: &str| format!(r#"{{"spec":{{"version":"{v}"}}}}"#);
+    let target = "coreprovider/cluster-api";
+    cluster.kubectl_ok(&[
+        "patch",
+        "-n",
+        core.1,
+        target,
+        "--type=merge",
+        "-p",
+        &patch("v0.1.9"),
+    ])?;
+    let stalled = wait_condition(
+        client,
+        core,
+        "Stalled",
+        "True",
+        Some("ComponentsFetchError"),
+        T,
+    )
+    .await?;
+    let message = condition_message(&stalled, "Stalled");
+    assert!(
+        message.contains("the selector matched ConfigMaps sample-core-v0.1.0 (version v0.1.0)"),
+        "{message}"
+    );
+    let row = cluster.kubectl_ok(&["get", "-n", core.1, target, "--no-headers"])?;
+    assert!(
+        row.contains("True")
+            && row.contains("ComponentsFetchError: wanted v0.1.9, installed v0.1.0"),
+        "{row}"
+    );
+    let all = cluster.kubectl_ok(&["get", "capi-providers", "-A"])?;
+    assert!(all.contains("SUMMARY"), "{all}");
+    assert!(all.contains("wanted v0.1.9, installed v0.1.0"), "{all}");
+    cluster.kubectl_ok(&[
+        "patch",
+        "-n",
+        core.1,
+        target,
+        "--type=merge",
+        "-p",
+        &patch("v0.1.0"),
+    ])?;
+    wait_condition(client, core, "Stalled", "False", None, T).await?;
+    let summary = get(client, core.0, core.1, core.2).await?;
+    assert_eq!(summary.pointer("/status/summary"), None, "{summary}");
     Ok(())
 }
 

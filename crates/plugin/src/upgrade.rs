@@ -87,41 +87,89 @@ fn current_version(p: &AnyProvider) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// A provider that could not be planned (its source unreachable, its releases unreadable)
+/// and why.
+pub struct Unplanned {
+    /// The provider object.
+    pub provider: AnyProvider,
+    /// Why, with the chain of causes.
+    pub why: String,
+}
+
+/// The plans of the cluster's providers: every one that could be made, and the others with
+/// why, so one unreachable source does not hide the plan of the rest.
+pub struct Plans {
+    /// Providers with a plan.
+    pub planned: Vec<Planned>,
+    /// Providers without one.
+    pub unplanned: Vec<Unplanned>,
+}
+
+impl Plans {
+    /// The planned providers, or an error naming every provider that could not be planned
+    /// (for `upgrade apply`, which moves all providers together or none).
+    fn all_or_error(self) -> anyhow::Result<Vec<Planned>> {
+        if self.unplanned.is_empty() {
+            return Ok(self.planned);
+        }
+        let why: Vec<String> = self
+            .unplanned
+            .iter()
+            .map(|u| format!("{}: {}", describe(&u.provider), u.why))
+            .collect();
+        bail!(
+            "{} provider(s) could not be planned, so nothing is changed:\n  {}",
+            why.len(),
+            why.join("\n  ")
+        )
+    }
+}
+
 /// Plans every provider of the cluster.
-pub async fn plan_all(cluster: &Cluster, flags: &SourceFlags) -> anyhow::Result<Vec<Planned>> {
-    let mut out = Vec::new();
+pub async fn plan_all(cluster: &Cluster, flags: &SourceFlags) -> anyhow::Result<Plans> {
+    let mut plans = Plans {
+        planned: Vec::new(),
+        unplanned: Vec::new(),
+    };
     for p in cluster.providers().await? {
         let Some(current) = current_version(&p) else {
             eprintln!("{}: no version installed yet; skipped", describe(&p));
             continue;
         };
-        let located = release::locate_provider(&cluster.client, &p, flags)?;
-        let tags = located.source.list_versions().await.with_context(|| {
-            format!(
-                "{}: listing versions from {}",
-                describe(&p),
-                located.description
-            )
-        })?;
-        let newest = upgrade::newest_tag(&tags).with_context(|| {
-            format!(
-                "{}: {} offers no release",
-                describe(&p),
-                located.description
-            )
-        })?;
-        let meta = located
-            .source
-            .fetch_file(newest, "metadata.yaml")
-            .await
-            .with_context(|| format!("{}: metadata.yaml of {newest}", describe(&p)))?;
-        let meta = Metadata::parse(&String::from_utf8_lossy(&meta))
-            .with_context(|| format!("{}: metadata.yaml of {newest}", describe(&p)))?;
-        let contract = p.status.as_ref().and_then(|s| s.contract.as_deref());
-        let plan = upgrade::plan(&current, contract, &tags, &meta).with_context(|| describe(&p))?;
-        out.push(Planned { provider: p, plan });
+        match plan_one(cluster, &p, &current, flags).await {
+            Ok(plan) => plans.planned.push(Planned { provider: p, plan }),
+            Err(e) => plans.unplanned.push(Unplanned {
+                provider: p,
+                why: format!("{e:#}"),
+            }),
+        }
     }
-    Ok(out)
+    Ok(plans)
+}
+
+async fn plan_one(
+    cluster: &Cluster,
+    p: &AnyProvider,
+    current: &str,
+    flags: &SourceFlags,
+) -> anyhow::Result<ProviderPlan> {
+    let located = release::locate_provider(&cluster.client, p, flags)?;
+    let tags = located
+        .source
+        .list_versions()
+        .await
+        .with_context(|| format!("listing versions from {}", located.description))?;
+    let newest = upgrade::newest_tag(&tags)
+        .with_context(|| format!("{} offers no release", located.description))?;
+    let meta = located
+        .source
+        .fetch_file(newest, "metadata.yaml")
+        .await
+        .with_context(|| format!("metadata.yaml of {newest}"))?;
+    let meta = Metadata::parse(&String::from_utf8_lossy(&meta))
+        .with_context(|| format!("metadata.yaml of {newest}"))?;
+    let contract = p.status.as_ref().and_then(|s| s.contract.as_deref());
+    Ok(upgrade::plan(current, contract, &tags, &meta)?)
 }
 
 fn core_contract(planned: &[Planned]) -> Option<String> {
@@ -131,9 +179,20 @@ fn core_contract(planned: &[Planned]) -> Option<String> {
         .and_then(|p| p.plan.current_contract.clone())
 }
 
-/// The plan as data, for `-o json|yaml`: the table's columns, and every contract's target.
-fn plan_value(planned: &[Planned]) -> serde_json::Value {
-    planned
+/// The plan as data, for `-o json|yaml`: the table's columns, and every contract's target;
+/// a provider that could not be planned has its current version and an `error`.
+fn plan_value(plans: &Plans) -> serde_json::Value {
+    let unplanned = plans.unplanned.iter().map(|u| {
+        json!({
+            "name": u.provider.name(),
+            "namespace": u.provider.namespace(),
+            "type": u.provider.provider_type.kind(),
+            "currentVersion": current_version(&u.provider),
+            "error": u.why,
+        })
+    });
+    plans
+        .planned
         .iter()
         .map(|p| {
             let pl = &p.plan;
@@ -148,11 +207,31 @@ fn plan_value(planned: &[Planned]) -> serde_json::Value {
                 "newestByContract": pl.by_contract,
             })
         })
+        .chain(unplanned)
         .collect()
 }
 
-fn print_plan(planned: &[Planned]) {
-    let rows: Vec<[String; 7]> = planned
+/// What the table shows in the version columns of a provider that could not be planned.
+const NOT_PLANNED: &str = "unknown (see below)";
+
+fn print_plan(plans: &Plans) {
+    let unplanned = plans.unplanned.iter().map(|u| {
+        let p = &u.provider;
+        [
+            p.name().to_string(),
+            p.namespace().to_string(),
+            p.provider_type.kind().to_string(),
+            current_version(p).unwrap_or_default(),
+            p.status
+                .as_ref()
+                .and_then(|s| s.contract.clone())
+                .unwrap_or_else(|| "?".into()),
+            NOT_PLANNED.into(),
+            NOT_PLANNED.into(),
+        ]
+    });
+    let rows: Vec<[String; 7]> = plans
+        .planned
         .iter()
         .map(|p| {
             let pl = &p.plan;
@@ -171,6 +250,7 @@ fn print_plan(planned: &[Planned]) {
                     .unwrap_or_else(|| "-".into()),
             ]
         })
+        .chain(unplanned)
         .collect();
     let header = [
         "NAME",
@@ -226,9 +306,28 @@ fn other_contracts(planned: &[Planned], current: &str) -> Vec<(String, Vec<Strin
         .collect()
 }
 
+/// Prints the plan of every provider that could be planned; fails at the end, naming each
+/// provider that could not be.
 async fn plan_cmd(args: &PlanArgs, cluster: &Cluster) -> anyhow::Result<()> {
-    let planned = plan_all(cluster, &args.sources).await?;
-    if planned.is_empty() && args.output.output.is_none() {
+    let plans = plan_all(cluster, &args.sources).await?;
+    if let Some(format) = args.output.output {
+        output::print(&plan_value(&plans), format)?;
+    } else {
+        print_plans(&plans, cluster).await?;
+    }
+    if plans.unplanned.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{} of {} providers could not be planned",
+        plans.unplanned.len(),
+        plans.unplanned.len() + plans.planned.len()
+    )
+}
+
+async fn print_plans(plans: &Plans, cluster: &Cluster) -> anyhow::Result<()> {
+    let planned = &plans.planned;
+    if planned.is_empty() && plans.unplanned.is_empty() {
         say!("no providers installed");
         let cert_manager = crate::certmanager::installed(cluster).await?;
         say!(
@@ -237,24 +336,33 @@ async fn plan_cmd(args: &PlanArgs, cluster: &Cluster) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    if let Some(format) = args.output.output {
-        return output::print(&plan_value(&planned), format);
+    print_plan(plans);
+    if !plans.unplanned.is_empty() {
+        say!("");
+        say!("Not planned:");
+        for u in &plans.unplanned {
+            say!("  {}: {}", describe(&u.provider), u.why);
+        }
     }
-    print_plan(&planned);
     let cert_manager = crate::certmanager::installed(cluster).await?;
     say!("");
     say!(
         "{}",
         crate::certmanager::plan_line(cert_manager.as_ref().map(Option::as_deref))
     );
-    let current = core_contract(&planned).unwrap_or_default();
+    let current = core_contract(planned).unwrap_or_default();
     say!("");
     if planned.iter().any(|p| p.plan.next_in_contract().is_some()) {
         say!("Upgrade within contract {current}: kubectl capi-providers upgrade apply");
     } else {
-        say!("Every provider is up to date within contract {current}.");
+        let which = if plans.unplanned.is_empty() {
+            "Every provider"
+        } else {
+            "Every planned provider"
+        };
+        say!("{which} is up to date within contract {current}.");
     }
-    for (c, lacking) in other_contracts(&planned, &current) {
+    for (c, lacking) in other_contracts(planned, &current) {
         if lacking.is_empty() {
             say!(
                 "Move to contract {c} (pause, upgrade, unpause): kubectl capi-providers upgrade apply --contract {c}"
@@ -373,7 +481,7 @@ fn paused_by_us(p: &AnyProvider) -> bool {
 }
 
 async fn apply_cmd(args: &ApplyArgs, cluster: &Cluster) -> anyhow::Result<()> {
-    let planned = plan_all(cluster, &args.sources).await?;
+    let planned = plan_all(cluster, &args.sources).await?.all_or_error()?;
     let contract = match (&args.contract, core_contract(&planned)) {
         (Some(c), _) => c.clone(),
         (None, Some(c)) => c,

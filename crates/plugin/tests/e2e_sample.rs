@@ -52,6 +52,15 @@ async fn all_ready(cluster: &TestCluster, version: &str) -> Result<(), String> {
                     .unwrap_or(Value::Null)
             )
         })?;
+        // The samples a newcomer meets first follow the provider contracts.
+        let verified = provider(cluster, kind, ns, name)
+            .and_then(|p| condition(&p, "ContractVerified").cloned())
+            .unwrap_or(Value::Null);
+        if verified["status"] != "True" {
+            return Err(format!(
+                "{kind} {ns}/{name} at {version}: ContractVerified is not True: {verified}"
+            ));
+        }
     }
     Ok(())
 }
@@ -295,6 +304,7 @@ async fn init_preload_and_upgrade_across_a_contract() -> TestResult {
         "{}",
         plan.all()
     );
+    unreachable_source_spares_the_rest_of_the_plan(cluster)?;
     let plan = plugin_ok(Some(cluster), &["upgrade", "plan", "--repository", &r])?;
     assert!(
         plan.stdout.contains("Already up to date") && plan.stdout.contains("v0.2.0 (v1beta2)"),
@@ -417,5 +427,63 @@ async fn init_preload_and_upgrade_across_a_contract() -> TestResult {
         "{}",
         done.all()
     );
+    Ok(())
+}
+
+/// A provider whose source cannot be reached (a GitHub API nothing listens at) next to the
+/// providers reading ConfigMaps: the plan shows every other provider, marks that one with the
+/// reason, and exits non-zero only at the end. The provider is removed afterwards.
+fn unreachable_source_spares_the_rest_of_the_plan(cluster: &TestCluster) -> TestResult {
+    let unreachable = "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: AddonProvider\nmetadata: {name: unreachable, namespace: sample-core-system}\nspec:\n  version: v0.1.0\n  fetchConfig: {url: https://github.com/capi-provider-operator/unreachable/releases}\n";
+    let dir = TempDir::new("capi-plugin-unreachable")?;
+    let file = dir.0.join("addon.yaml");
+    std::fs::write(&file, unreachable)?;
+    let file = file.to_string_lossy().into_owned();
+    cluster.kubectl_ok(&["apply", "-f", &file])?;
+    // Port 9 (discard): nothing listens, every connection is refused.
+    let api = ["upgrade", "plan", "--github-api-url", "http://127.0.0.1:9"];
+    let plan = plugin_env(Some(cluster), &api, &[]);
+    let json = plugin_env(Some(cluster), &[&api[..], &["-o", "json"]].concat(), &[]);
+    cluster.kubectl_ok(&["delete", "--wait", "--timeout=60s", "-f", &file])?;
+    let (plan, json) = (plan?, json?);
+    assert!(!plan.ok, "the plan must fail at the end:\n{}", plan.all());
+    for (kind, ns, name, _) in PROVIDERS {
+        let row = plan
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(name) && l.contains(ns) && l.contains(kind));
+        assert!(
+            row.is_some_and(|l| l.contains("v0.1.0") && l.contains("Already up to date")),
+            "{kind} {ns}/{name} is planned:\n{}",
+            plan.all()
+        );
+    }
+    let row = plan.stdout.lines().find(|l| l.starts_with("unreachable"));
+    assert!(
+        row.is_some_and(|l| l.contains("unknown (see below)")),
+        "{}",
+        plan.all()
+    );
+    assert!(
+        plan.stdout
+            .contains("AddonProvider sample-core-system/unreachable: listing versions from")
+            && plan.stdout.contains("temporary failure"),
+        "the reason is shown:\n{}",
+        plan.all()
+    );
+    assert!(
+        plan.stderr
+            .contains("1 of 4 providers could not be planned"),
+        "{}",
+        plan.all()
+    );
+    // As data: the three plans and the one error.
+    assert!(!json.ok, "{}", json.all());
+    let rows: Value = serde_json::from_str(&json.stdout)?;
+    let rows = rows.as_array().ok_or("the plan is not a list")?;
+    assert_eq!(rows.len(), PROVIDERS.len() + 1, "{}", json.all());
+    let failed: Vec<&Value> = rows.iter().filter(|r| r.get("error").is_some()).collect();
+    assert_eq!(failed.len(), 1, "{}", json.all());
+    assert_eq!(failed[0]["name"], "unreachable");
     Ok(())
 }

@@ -65,4 +65,15 @@ impl<R: ConfigMapReader> ReleaseSource for AnySource<R> {
             AnySource::Repository(s) => s.fetch_file(version, file).await,
         }
     }
+
+    async fn found_instead(&self, version: &str) -> Option<String> {
+        match self {
+            AnySource::Local(s) => s.found_instead(version).await,
+            AnySource::GitHub(s) => s.found_instead(version).await,
+            AnySource::GitLab(s) => s.found_instead(version).await,
+            AnySource::Oci(s) => s.found_instead(version).await,
+            AnySource::ConfigMaps(s) => s.found_instead(version).await,
+            AnySource::Repository(s) => s.found_instead(version).await,
+        }
+    }
 }

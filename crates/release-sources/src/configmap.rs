@@ -7,7 +7,9 @@
 
 use std::{collections::BTreeMap, future::Future, io::Read};
 
-use capi_operator_api::{CONFIGMAP_COMPRESSED_ANNOTATION, CONFIGMAP_VERSION_LABEL};
+use capi_operator_api::{
+    CONFIGMAP_COMPRESSED_ANNOTATION, CONFIGMAP_VERSION_LABEL, note::found_note,
+};
 
 use super::{MAX_FILE_BYTES, ReleaseSource, SourceError};
 
@@ -177,10 +179,16 @@ impl<R: ConfigMapReader> ReleaseSource for ConfigMapSource<R> {
             (Some(b), _) => b.clone(),
             (None, Some(t)) => t.as_bytes().to_vec(),
             (None, None) => {
-                return Err(SourceError::NotFound(format!(
-                    "key {key:?} in ConfigMap {}",
-                    cm.name
-                )));
+                let keys: Vec<String> = cm
+                    .data
+                    .keys()
+                    .chain(cm.binary_data.keys())
+                    .cloned()
+                    .collect();
+                return Err(SourceError::NotFoundAmong {
+                    what: format!("key {key:?} in ConfigMap {}", cm.name),
+                    found: found_note("it has keys ", &keys, "it has no keys"),
+                });
             }
         };
         if bytes.len() > MAX_FILE_BYTES {
@@ -190,6 +198,35 @@ impl<R: ConfigMapReader> ReleaseSource for ConfigMapSource<R> {
             });
         }
         Ok(bytes)
+    }
+
+    /// The ConfigMaps the selector matched, each with the version it holds, so a ConfigMap
+    /// named or labelled other than the user meant shows up as what it is.
+    async fn found_instead(&self, version: &str) -> Option<String> {
+        let list = match self.reader.list_fresh().await {
+            Ok(list) => list,
+            Err(e) => return Some(format!("listing the ConfigMaps failed too: {e}")),
+        };
+        if list.iter().any(|cm| version_of(cm) == version) {
+            return None;
+        }
+        let shown: Vec<String> = list.iter().map(described).collect();
+        let found = found_note(
+            "the selector matched ConfigMaps ",
+            &shown,
+            "the selector matched no ConfigMap in the provider's namespace",
+        );
+        Some(format!(
+            "{found} (a ConfigMap holds the version of its label {CONFIGMAP_VERSION_LABEL}, else of its name)"
+        ))
+    }
+}
+
+/// "name (version v1)" or, without the version label, "name (no version label)".
+fn described(cm: &ConfigMapData) -> String {
+    match cm.labels.get(CONFIGMAP_VERSION_LABEL) {
+        Some(v) => format!("{} (version {v})", cm.name),
+        None => format!("{} (no version label)", cm.name),
     }
 }
 
@@ -279,7 +316,7 @@ mod tests {
         assert_eq!(r.components, "old");
         assert!(matches!(
             fetch_release(&src, Some("v9.0.0"), "x.yaml").await,
-            Err(SourceError::NotFound(_))
+            Err(SourceError::NotFoundAmong { .. })
         ));
         Ok(())
     }
@@ -350,5 +387,72 @@ mod tests {
             cm("c", Some("v1.1.0"), ""),
         ]));
         assert!(src.fetch_file("v1.1.0", "metadata.yaml").await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_missing_version_names_the_configmaps_the_selector_matched() {
+        let src = ConfigMapSource::new(Fixed(vec![
+            cm("gizmo-v0.5.0", None, ""),
+            cm("gizmo-old", Some("v0.4.0"), ""),
+        ]));
+        let err = fetch_release(&src, Some("v0.5.0"), "c.yaml").await;
+        let Err(e @ SourceError::NotFoundAmong { .. }) = err else {
+            panic!("{err:?}");
+        };
+        let m = e.to_string();
+        assert!(
+            m.starts_with("a ConfigMap for version v0.5.0 not found; "),
+            "{m}"
+        );
+        assert!(m.contains("gizmo-v0.5.0 (no version label)"), "{m}");
+        assert!(m.contains("gizmo-old (version v0.4.0)"), "{m}");
+        assert!(m.contains(CONFIGMAP_VERSION_LABEL), "{m}");
+        // Nothing matched: said so.
+        let empty = ConfigMapSource::new(Fixed(vec![]));
+        let m = fetch_release(&empty, Some("v0.5.0"), "c.yaml")
+            .await
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            m.as_deref()
+                .is_some_and(|m| m.contains("matched no ConfigMap")),
+            "{m:?}"
+        );
+        // Hundreds of ConfigMaps: the message stays short, the rest counted.
+        let many: Vec<ConfigMapData> = (0..500)
+            .map(|i| cm(&format!("other-{i:03}"), None, ""))
+            .collect();
+        let m = fetch_release(&ConfigMapSource::new(Fixed(many)), Some("v0.5.0"), "c.yaml")
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            m.len() <= capi_operator_api::note::NOTE_LIMIT,
+            "{} bytes",
+            m.len()
+        );
+        assert!(m.contains("other-000") && m.contains("more"), "{m}");
+    }
+
+    #[tokio::test]
+    async fn a_missing_key_names_the_keys_present_never_their_values() {
+        let mut c = cm("v1.0.0", None, "");
+        c.data.remove("components");
+        c.data
+            .insert("component".into(), "SECRET-LOOKING-VALUE".into());
+        let src = ConfigMapSource::new(Fixed(vec![c]));
+        let m = src
+            .fetch_file("v1.0.0", "c.yaml")
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            m.contains("key \"components\" in ConfigMap v1.0.0 not found"),
+            "{m}"
+        );
+        assert!(m.contains("it has keys component, metadata"), "{m}");
+        assert!(!m.contains("SECRET-LOOKING-VALUE"), "{m}");
     }
 }

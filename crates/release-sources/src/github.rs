@@ -9,6 +9,7 @@
 
 use std::{collections::HashMap, sync::Mutex};
 
+use capi_operator_api::note::found_note;
 use reqwest::Url;
 use serde::Deserialize;
 
@@ -342,10 +343,15 @@ impl ReleaseSource for GitHubSource {
     async fn fetch_file(&self, version: &str, file: &str) -> Result<Vec<u8>, SourceError> {
         let assets = self.release_assets(version).await?;
         let asset = assets.iter().find(|a| a.name == file).ok_or_else(|| {
-            SourceError::NotFound(format!(
-                "{file} in release {version} of {}",
-                self.repository()
-            ))
+            let names: Vec<String> = assets.iter().map(|a| a.name.clone()).collect();
+            SourceError::NotFoundAmong {
+                what: format!("{file} in release {version} of {}", self.repository()),
+                found: found_note(
+                    "the release has assets ",
+                    &names,
+                    "the release has no assets",
+                ),
+            }
         })?;
         let url = self.endpoint(&["releases", "assets", &asset.id.to_string()])?;
         Ok(self.http.get(&url, "application/octet-stream").await?.body)

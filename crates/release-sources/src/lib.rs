@@ -20,6 +20,15 @@ pub enum SourceError {
     /// The version, file or repository does not exist.
     #[error("{0} not found")]
     NotFound(String),
+    /// A version the source does not have, with what the source has instead (the versions it
+    /// lists, the ConfigMaps a selector matched), so the user sees why it is missing.
+    #[error("{what} not found; {found}")]
+    NotFoundAmong {
+        /// What was looked for.
+        what: String,
+        /// What the source holds instead, cut to a short note.
+        found: String,
+    },
     /// The remote refused because of rate limiting.
     #[error("rate limit reached at {0}; wait, or give the operator a token (GITHUB_TOKEN)")]
     RateLimited(String),
@@ -59,6 +68,14 @@ impl SourceError {
         }
     }
 
+    /// Whether the thing asked for does not exist (with or without a note of what does).
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self,
+            SourceError::NotFound(_) | SourceError::NotFoundAmong { .. }
+        )
+    }
+
     /// Whether retrying later may succeed without any change by the user.
     pub fn is_transient(&self) -> bool {
         matches!(
@@ -78,6 +95,35 @@ pub trait ReleaseSource: Send + Sync {
         version: &str,
         file: &str,
     ) -> impl Future<Output = Result<Vec<u8>, SourceError>> + Send;
+
+    /// What the source holds instead of `version`, for the message saying it is missing:
+    /// `None` when the source has the version after all (a file of it is what is missing, and
+    /// that error names the file). By default the versions the source lists, newest first.
+    fn found_instead(&self, version: &str) -> impl Future<Output = Option<String>> + Send {
+        async move {
+            match self.list_versions().await {
+                Ok(listed) if listed.iter().any(|v| v == version) => None,
+                Ok(listed) => Some(versions_note(listed)),
+                Err(e) => Some(format!("listing the source's versions failed too: {e}")),
+            }
+        }
+    }
+}
+
+/// "the source lists v1.2.0, v1.1.0 … and 40 more" (newest first), or that it lists none.
+pub fn versions_note(mut listed: Vec<String>) -> String {
+    listed.sort_by(|a, b| {
+        let (va, vb) = (
+            capi_components::version::parse(a),
+            capi_components::version::parse(b),
+        );
+        vb.cmp(&va).then_with(|| a.cmp(b))
+    });
+    capi_operator_api::note::found_note(
+        "the source lists ",
+        &listed,
+        "the source lists no versions",
+    )
 }
 
 pub mod airgap;
@@ -105,27 +151,38 @@ pub async fn fetch_release<S: ReleaseSource>(
     components_file: &str,
 ) -> Result<Release, SourceError> {
     let (version, metadata) = match version.filter(|v| !v.is_empty()) {
-        Some(v) => (v.to_string(), source.fetch_file(v, "metadata.yaml").await?),
-        None => {
-            let tags = source.list_versions().await?;
-            let mut found = None;
-            for candidate in capi_components::version::latest_candidates(&tags) {
-                match source.fetch_file(&candidate, "metadata.yaml").await {
-                    Ok(m) => {
-                        found = Some((candidate, m));
-                        break;
-                    }
-                    Err(SourceError::NotFound(_)) => continue,
-                    Err(e) => return Err(e),
-                }
+        Some(v) => match source.fetch_file(v, "metadata.yaml").await {
+            Ok(m) => (v.to_string(), m),
+            Err(SourceError::NotFound(what)) => {
+                return Err(match source.found_instead(v).await {
+                    Some(found) => SourceError::NotFoundAmong { what, found },
+                    None => SourceError::NotFound(what),
+                });
             }
-            found.ok_or_else(|| SourceError::NotFound("a release with metadata.yaml".into()))?
-        }
+            Err(e) => return Err(e),
+        },
+        None => latest(source).await?,
     };
     let components = source.fetch_file(&version, components_file).await?;
     Ok(Release {
         metadata: utf8("metadata.yaml", metadata)?,
         components: utf8(components_file, components)?,
         version,
+    })
+}
+
+/// The newest release (as clusterctl chooses it) that has a metadata.yaml, with that file.
+async fn latest<S: ReleaseSource>(source: &S) -> Result<(String, Vec<u8>), SourceError> {
+    let tags = source.list_versions().await?;
+    for candidate in capi_components::version::latest_candidates(&tags) {
+        match source.fetch_file(&candidate, "metadata.yaml").await {
+            Ok(m) => return Ok((candidate, m)),
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(SourceError::NotFoundAmong {
+        what: "a release with metadata.yaml".into(),
+        found: versions_note(tags),
     })
 }

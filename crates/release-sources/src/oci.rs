@@ -27,7 +27,7 @@ use std::{
 };
 
 use base64::Engine;
-use capi_operator_api::ProviderType;
+use capi_operator_api::{ProviderType, note::found_note};
 use reqwest::{
     Method, StatusCode, Url,
     header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, LOCATION},
@@ -1422,11 +1422,23 @@ impl ReleaseSource for OciSource {
                     .find(|l| l.title() == Some(c.as_str()))
             })
             .ok_or_else(|| {
-                SourceError::NotFound(format!(
-                    "{file} (looked for {}) in artifact {}:{manifest_ref}",
-                    candidates.join(", "),
-                    self.registry.name()
-                ))
+                let titles: Vec<String> = manifest
+                    .layers
+                    .iter()
+                    .filter_map(|l| l.title().map(str::to_string))
+                    .collect();
+                SourceError::NotFoundAmong {
+                    what: format!(
+                        "{file} (looked for {}) in artifact {}:{manifest_ref}",
+                        candidates.join(", "),
+                        self.registry.name()
+                    ),
+                    found: found_note(
+                        "the artifact holds ",
+                        &titles,
+                        "the artifact holds no titled layer",
+                    ),
+                }
             })?;
         let what = format!(
             "{} of artifact {}:{manifest_ref}",

@@ -146,7 +146,11 @@ async fn no_release_with_metadata_among_the_candidates_is_not_found() {
     let e = fetch_release(&source(&s, None, config()), None, COMPONENTS)
         .await
         .unwrap_err();
-    assert!(matches!(e, SourceError::NotFound(_)), "{e}");
+    // The versions looked at are named.
+    assert!(
+        matches!(&e, SourceError::NotFoundAmong { what, found } if what == "a release with metadata.yaml" && found == "the source lists v1.0.0"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
@@ -184,21 +188,33 @@ async fn missing_releases_and_assets_are_not_found() {
     let e = fetch_release(&src, Some("v9.9.9"), COMPONENTS)
         .await
         .unwrap_err();
-    assert_eq!(
-        e,
-        SourceError::NotFound("release v9.9.9 of acme/widget".into())
+    // The message names the releases the repository has (newest first, no draft).
+    let SourceError::NotFoundAmong { what, found } = &e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(what, "release v9.9.9 of acme/widget");
+    assert!(found.starts_with("the source lists v0.4.0, "), "{found}");
+    assert!(
+        found.contains("v0.2.0") && !found.contains("v0.2.1"),
+        "{found}"
     );
     let e = src
         .fetch_file("v0.2.0", "ipam-components.yaml")
         .await
         .unwrap_err();
+    // A missing file of a release: the release's assets are named.
+    let SourceError::NotFoundAmong { what, found } = &e else {
+        panic!("{e:?}");
+    };
     assert_eq!(
-        e,
-        SourceError::NotFound("ipam-components.yaml in release v0.2.0 of acme/widget".into())
+        what,
+        "ipam-components.yaml in release v0.2.0 of acme/widget"
     );
+    assert!(found.starts_with("the release has assets "), "{found}");
+    assert!(found.contains("metadata.yaml"), "{found}");
     // v0.4.0 exists but has no metadata.yaml.
     let e = src.fetch_file("v0.4.0", "metadata.yaml").await.unwrap_err();
-    assert!(matches!(e, SourceError::NotFound(_)), "{e}");
+    assert!(e.is_not_found(), "{e}");
     // A draft cannot be fetched by tag.
     let e = src.fetch_file("v0.2.1", COMPONENTS).await.unwrap_err();
     assert!(matches!(e, SourceError::NotFound(_)), "{e}");

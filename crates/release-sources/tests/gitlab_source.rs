@@ -89,8 +89,12 @@ async fn missing_files_versions_and_packages_are_not_found() {
         matches!(&e, SourceError::NotFound(m) if m.starts_with("nope.yaml of package infra-widget v0.2.0")),
         "{e}"
     );
+    // A missing version names the one the package URL gives.
     let e = fetch_release(&src, Some("v9.0.0"), FILE).await.unwrap_err();
-    assert!(matches!(e, SourceError::NotFound(_)), "{e}");
+    assert!(
+        matches!(&e, SourceError::NotFoundAmong { found, .. } if found == "the source lists v0.2.0"),
+        "{e}"
+    );
     let u = GitLabUrl::parse(&s.gitlab_file_url(PROJECT, "other", "v0.2.0", FILE)).unwrap();
     let e = GitLabSource::new(&u, None, config())
         .unwrap()

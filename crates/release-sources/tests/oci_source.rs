@@ -302,33 +302,37 @@ async fn missing_tags_repositories_and_files_are_not_found() {
         matches!(&e, SourceError::NotFound(m) if m.contains("tag v9.9.9")),
         "{e:?}"
     );
+    // A missing version: the message names the tags the repository has.
     let e = fetch_release(&src, Some("v9.9.9"), COMPONENTS)
         .await
         .unwrap_err();
-    assert!(matches!(e, SourceError::NotFound(_)), "{e:?}");
+    assert!(
+        matches!(&e, SourceError::NotFoundAmong { what, found } if what.contains("tag v9.9.9") && found == "the source lists v0.1.0"),
+        "{e:?}"
+    );
 
-    // The artifact exists but has no components file.
+    // The artifact exists but has no components file: the files it holds are named.
     let e = src.fetch_file("v0.1.0", COMPONENTS).await.unwrap_err();
     assert!(
-        matches!(&e, SourceError::NotFound(m) if m.contains(COMPONENTS) && m.contains("components.yaml") && m.contains("artifact")),
+        matches!(&e, SourceError::NotFoundAmong { what, found } if what.contains(COMPONENTS) && what.contains("components.yaml") && what.contains("artifact") && found == "the artifact holds metadata.yaml"),
         "{e:?}"
     );
     let e = fetch_release(&src, Some("v0.1.0"), COMPONENTS)
         .await
         .unwrap_err();
-    assert!(matches!(e, SourceError::NotFound(_)), "{e:?}");
+    assert!(e.is_not_found(), "{e:?}");
     // A file that is not part of the artifact is not found either.
     let e = src
         .fetch_file("v0.1.0", "cluster-template.yaml")
         .await
         .unwrap_err();
-    assert!(matches!(e, SourceError::NotFound(_)), "{e:?}");
+    assert!(e.is_not_found(), "{e:?}");
 
     let missing = source(&reg, "capi/nothing-here", anon, config());
     let e = missing.list_versions().await.unwrap_err();
     assert!(matches!(e, SourceError::NotFound(_)), "{e:?}");
     let e = fetch_release(&missing, None, COMPONENTS).await.unwrap_err();
-    assert!(matches!(e, SourceError::NotFound(_)), "{e:?}");
+    assert!(e.is_not_found(), "{e:?}");
 }
 
 fn assert_hidden(secret: &str, shown: &[String]) {

@@ -37,7 +37,7 @@ use super::{
     apply::{ApplyReport, key_of},
     budget::Share,
     conditions::{self, Desired},
-    preflight, provider_key,
+    found, preflight, provider_key,
     reconcile::{Error, Outcome, Problem, list_note, merge_params, problem, publish, reason},
     served::Served,
     source::{self, Chosen, Lookup, ReleaseCache},
@@ -517,6 +517,10 @@ async fn render_phase<P>(
     };
     let rendered = match render_off_the_event_loop(s.p, &f.release, vars, extras).await {
         Ok(r) => r,
+        Err(e) if e.reason() == reason::MISSING_VARIABLES => {
+            let message = format!("{e}; {}", found::variables_note(s.p, vars));
+            return end(problem(PROVIDER_INSTALLED, e.reason(), message));
+        }
         Err(e) => return end(Outcome::from_render(e)),
     };
     conditions::set(
@@ -757,10 +761,11 @@ async fn read_variables(ctx: &Ctx, p: &AnyProvider) -> Phase<BTreeMap<String, St
     let secret = match api.get_opt(name).await {
         Ok(Some(s)) => s,
         Ok(None) => {
+            let found = found::names_in::<Secret>(&ctx.client, ns).await;
             return end(problem(
                 PROVIDER_INSTALLED,
                 reason::SECRET_NOT_FOUND,
-                format!("Secret {ns}/{name} (spec.configSecret) does not exist"),
+                format!("Secret {ns}/{name} (spec.configSecret) does not exist; {found}"),
             ));
         }
         Err(e) => {
@@ -800,16 +805,22 @@ async fn read_additional_manifests(ctx: &Ctx, p: &AnyProvider) -> Phase<Option<S
         ))
     };
     match api.get_opt(&r.name).await {
-        Ok(Some(cm)) => match cm.data.and_then(|mut d| d.remove("manifests")) {
+        Ok(Some(mut cm)) => match cm.data.as_mut().and_then(|d| d.remove("manifests")) {
             Some(text) => ControlFlow::Continue(Some(text)),
-            None => missing(format!(
-                "ConfigMap {ns}/{} has no key \"manifests\"",
-                r.name
-            )),
+            None => {
+                let data = cm.data.iter().flat_map(|d| d.keys());
+                let binary = cm.binary_data.iter().flat_map(|d| d.keys());
+                missing(format!(
+                    "ConfigMap {ns}/{} has no key \"manifests\"; {}",
+                    r.name,
+                    found::keys_note(data.chain(binary))
+                ))
+            }
         },
         Ok(None) => missing(format!(
-            "ConfigMap {ns}/{} (spec.additionalManifests) does not exist",
-            r.name
+            "ConfigMap {ns}/{} (spec.additionalManifests) does not exist; {}",
+            r.name,
+            found::names_in::<ConfigMap>(&ctx.client, ns).await
         )),
         Err(e) => {
             let message = format!("reading ConfigMap {ns}/{}: {e}", r.name);

@@ -51,6 +51,27 @@ pub fn conditions(status: &ProviderStatus, ended: Ended<'_>) -> [Desired; 2] {
     [reconciling, stalled]
 }
 
+/// The status's summary for `kubectl get` ([`ProviderStatus::summary`]): the reason of a
+/// True Stalled (else Reconciling) condition, and `wanted X, installed Y` while spec.version
+/// (`wanted`) differs from the installed version; `None` when the spec is reached.
+pub fn summary(wanted: Option<&str>, status: &ProviderStatus) -> Option<String> {
+    let is_true = |t: &str| status.condition(t).filter(|c| c.status == "True");
+    let why = is_true(STALLED)
+        .or_else(|| is_true(RECONCILING))
+        .map(|c| c.reason.as_str())
+        .filter(|r| !r.is_empty());
+    let installed = status.installed_version.as_deref();
+    let moving = wanted
+        .filter(|w| !w.is_empty() && Some(*w) != installed)
+        .map(|w| format!("wanted {w}, installed {}", installed.unwrap_or("none")));
+    match (why, moving) {
+        (Some(r), Some(m)) => Some(format!("{r}: {m}")),
+        (Some(r), None) => Some(r.to_string()),
+        (None, Some(m)) => Some(m),
+        (None, None) => None,
+    }
+}
+
 type Pair<'a> = Option<(&'a str, &'a str)>;
 
 fn installed(status: &ProviderStatus) -> (Pair<'_>, Pair<'_>) {
@@ -81,6 +102,54 @@ mod tests {
             conditions::set(&mut s.conditions, d, Some(1));
         }
         s
+    }
+
+    #[test]
+    fn the_summary_says_why_the_spec_is_not_reached() {
+        let stalled = Desired::ok(
+            STALLED,
+            reason::FETCH_FAILED,
+            "a ConfigMap for version v9.9.9 not found; …",
+        );
+        let mut s = status(&[stalled]);
+        s.installed_version = Some("v0.1.0".into());
+        assert_eq!(
+            super::summary(Some("v9.9.9"), &s).as_deref(),
+            Some("ComponentsFetchError: wanted v9.9.9, installed v0.1.0")
+        );
+        // Working toward it: the Reconciling reason; nothing installed yet.
+        let mut s = status(&[
+            Desired::ok(RECONCILING, reason::SOURCE_UNAVAILABLE, "retrying"),
+            Desired::failed(STALLED, reason::NOT_STALLED, ""),
+        ]);
+        assert_eq!(
+            super::summary(Some("v1.0.0"), &s).as_deref(),
+            Some("SourceUnavailable: wanted v1.0.0, installed none")
+        );
+        // Stalled at the wanted version (a crash loop): the reason alone.
+        s.installed_version = Some("v1.0.0".into());
+        let s2 = status(&[Desired::ok(STALLED, reason::MANAGER_CRASH_LOOPING, "x")]);
+        let s2 = ProviderStatus {
+            installed_version: Some("v1.0.0".into()),
+            ..s2
+        };
+        assert_eq!(
+            super::summary(Some("v1.0.0"), &s2).as_deref(),
+            Some("ManagerCrashLooping")
+        );
+        // Reached: nothing to say.
+        let done = status(&[
+            Desired::failed(RECONCILING, reason::RECONCILED, "the spec is reached"),
+            Desired::failed(STALLED, reason::NOT_STALLED, ""),
+        ]);
+        let done = ProviderStatus {
+            installed_version: Some("v1.0.0".into()),
+            ..done
+        };
+        assert_eq!(super::summary(Some("v1.0.0"), &done), None);
+        // An empty spec.version (resolved to the latest) is not a difference.
+        assert_eq!(super::summary(Some(""), &done), None);
+        assert_eq!(super::summary(None, &done), None);
     }
 
     /// (Reconciling, its reason, Stalled, its reason).

@@ -11,6 +11,7 @@ pub mod events;
 mod fake_api;
 #[cfg(test)]
 mod faults;
+mod found;
 pub mod inputs;
 pub mod install;
 pub mod inventory;

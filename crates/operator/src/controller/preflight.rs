@@ -2,7 +2,7 @@
 //! unit-tested without a cluster. Each failure has its own condition reason.
 
 use capi_components::{defaults, version};
-use capi_operator_api::{AnyProvider, ProviderType};
+use capi_operator_api::{AnyProvider, ProviderType, note::found_note};
 
 /// Condition reasons of failed preflight checks.
 pub use capi_operator_api::conditions::reason;
@@ -93,10 +93,15 @@ pub fn check_objects(
     if me.spec.fetch_config.is_none()
         && defaults::default_url(me.provider_type, me.name()).is_none()
     {
+        let known: Vec<String> = defaults::known_names(me.provider_type)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        let found = found_note("those of this kind are ", &known, "none is of this kind");
         return fail(
             reason::UNKNOWN_PROVIDER,
             format!(
-                "{} {:?} is not one of clusterctl's well-known providers; set spec.fetchConfig (url, oci or selector)",
+                "{} {:?} is not one of clusterctl's well-known providers ({found}); set spec.fetchConfig (url, oci or selector)",
                 me.provider_type.kind(),
                 me.name()
             ),
@@ -269,9 +274,24 @@ mod tests {
     #[test]
     fn unknown_providers_need_a_fetch_config() {
         let mut a = p(ProviderType::Infrastructure, "a", "my-cloud", 10);
-        assert_eq!(
-            check_objects(&a, &[], &[]).unwrap_err().reason,
-            reason::UNKNOWN_PROVIDER
+        let f = check_objects(&a, &[], &[]).unwrap_err();
+        assert_eq!(f.reason, reason::UNKNOWN_PROVIDER);
+        // The message names the well-known providers of the kind, so a misspelt name shows.
+        assert!(
+            f.message
+                .contains("those of this kind are linode-linode, aws, azure, "),
+            "{}",
+            f.message
+        );
+        assert!(
+            f.message.contains("docker") && !f.message.contains("kubeadm"),
+            "{}",
+            f.message
+        );
+        assert!(
+            f.message.len() <= capi_operator_api::note::NOTE_LIMIT,
+            "{}",
+            f.message
         );
         a.spec.fetch_config = Some(FetchConfiguration {
             url: Some("https://github.com/me/my-cloud/releases".into()),

@@ -354,7 +354,7 @@ async fn report_status<P: Served>(
     (old, mut status): (ProviderStatus, ProviderStatus),
     ended: kstatus::Ended<'_>,
 ) -> Result<(), kube::Error> {
-    set_kstatus(&mut status, ended, p.metadata.generation);
+    set_kstatus(&mut status, ended, p);
     status.observed_generation = p.metadata.generation;
     ctx.opts.metrics.provider(
         p.provider_type.kind(),
@@ -402,10 +402,13 @@ fn translation(ignored: &[String]) -> Desired {
 }
 
 /// Sets the kstatus conditions from how the reconcile ended.
-fn set_kstatus(status: &mut ProviderStatus, ended: kstatus::Ended<'_>, generation: Option<i64>) {
+/// Sets the kstatus conditions from how the reconcile ended, and the summary `kubectl get`
+/// shows from them.
+fn set_kstatus(status: &mut ProviderStatus, ended: kstatus::Ended<'_>, p: &AnyProvider) {
     for d in kstatus::conditions(status, ended) {
-        conditions::set(&mut status.conditions, &d, generation);
+        conditions::set(&mut status.conditions, &d, p.metadata.generation);
     }
+    status.summary = kstatus::summary(p.spec.version.as_deref(), status);
 }
 
 /// Puts an outcome on the status and chooses when to look again (a transient failure is
@@ -585,56 +588,7 @@ async fn write_status<P: Served>(
     Ok(())
 }
 
-/// The longest note events.k8s.io accepts, in bytes: a longer one gets the whole event
-/// refused.
-pub const NOTE_LIMIT: usize = 1024;
-
-/// `head`, then as many of `items` (joined by `sep`) as fit in an event note, then `tail`;
-/// the items left out are counted ("… and 12 more") so the note is never refused as too long.
-pub fn list_note(head: &str, items: &[String], sep: &str, tail: &str) -> String {
-    let full = format!("{head}{}{tail}", items.join(sep));
-    if full.len() <= NOTE_LIMIT {
-        return full;
-    }
-    let mut note = head.to_string();
-    for (i, item) in items.iter().enumerate() {
-        let joined = if i == 0 { 0 } else { sep.len() };
-        let marker = more_marker(items.len() - i - 1);
-        if note.len() + joined + item.len() + marker.len() + tail.len() > NOTE_LIMIT {
-            note.push_str(&more_marker(items.len() - i));
-            break;
-        }
-        if i > 0 {
-            note.push_str(sep);
-        }
-        note.push_str(item);
-    }
-    note.push_str(tail);
-    clip_note(note)
-}
-
-fn more_marker(left_out: usize) -> String {
-    if left_out == 0 {
-        String::new()
-    } else {
-        format!(" … and {left_out} more")
-    }
-}
-
-/// `note` cut to [`NOTE_LIMIT`] bytes (on a character boundary), ending in "…" when cut.
-pub fn clip_note(mut note: String) -> String {
-    const CUT: &str = " …";
-    if note.len() <= NOTE_LIMIT {
-        return note;
-    }
-    let mut end = NOTE_LIMIT - CUT.len();
-    while !note.is_char_boundary(end) {
-        end -= 1;
-    }
-    note.truncate(end);
-    note.push_str(CUT);
-    note
-}
+pub use capi_operator_api::note::{NOTE_LIMIT, clip_note, list_note};
 
 /// Publishes an event on the provider object (failures are only logged). A note longer than
 /// events.k8s.io accepts is cut (see [`clip_note`]) rather than losing the event.
@@ -809,7 +763,7 @@ async fn report_deletion<P: Served>(
     let generation = p.metadata.generation;
     conditions::set(&mut status.conditions, &deleting, generation);
     let ended = kstatus::Ended::Deleting(&deleting.reason, &deleting.message);
-    set_kstatus(&mut status, ended, generation);
+    set_kstatus(&mut status, ended, p);
     let status = served::shown(p.api, &status);
     publish_transitions(obj, ctx, &old, &status).await;
     if status != old {
@@ -921,47 +875,6 @@ mod tests {
                 "{:?}",
                 status.conditions
             );
-        }
-    }
-
-    #[test]
-    fn a_long_list_note_fits_an_event_and_counts_what_is_left_out() {
-        // What a release of 200 privileged objects gives.
-        let items: Vec<String> = (0..200)
-            .map(|i| format!("ClusterRoleBinding wide-{i:03} binds cluster-admin"))
-            .collect();
-        let note = list_note("privileged: ", &items, "; ", " (applied)");
-        assert!(note.len() <= NOTE_LIMIT, "{} bytes", note.len());
-        assert!(note.starts_with("privileged: ClusterRoleBinding wide-000 binds cluster-admin; "));
-        assert!(note.ends_with(" (applied)"), "{note}");
-        let shown = note.matches("binds cluster-admin").count();
-        assert!(shown > 10, "as many as fit are shown: {shown}");
-        assert!(
-            note.contains(&format!(" … and {} more (applied)", 200 - shown)),
-            "{note}"
-        );
-        // A short list is left whole.
-        let few = list_note("p: ", &items[..2], "; ", "");
-        assert_eq!(
-            few,
-            "p: ClusterRoleBinding wide-000 binds cluster-admin; ClusterRoleBinding wide-001 binds cluster-admin"
-        );
-        // One item longer than the limit by itself: cut, still within it.
-        let huge = vec!["é".repeat(2000)];
-        let note = list_note("p: ", &huge, "; ", "");
-        assert!(note.len() <= NOTE_LIMIT, "{} bytes", note.len());
-    }
-
-    #[test]
-    fn a_long_note_is_cut_on_a_character_boundary() {
-        assert_eq!(clip_note("short".into()), "short");
-        let exact = "x".repeat(NOTE_LIMIT);
-        assert_eq!(clip_note(exact.clone()), exact);
-        for filler in ["x", "é", "€", "😀"] {
-            let cut = clip_note(filler.repeat(NOTE_LIMIT + 1));
-            assert!(cut.len() <= NOTE_LIMIT, "{filler}: {} bytes", cut.len());
-            assert!(cut.len() > NOTE_LIMIT - 8, "{filler}: cut too much");
-            assert!(cut.ends_with(" …"), "{filler}");
         }
     }
 

@@ -351,6 +351,13 @@ async fn a_paused_provider_is_applied_at_zero_replicas() -> Result<(), Box<dyn s
 async fn a_missing_secret_is_a_condition_and_an_event_not_an_install()
 -> Result<(), Box<dyn std::error::Error>> {
     let fake = fake_with_release();
+    // A Secret of another name is there: the message names it, never its data.
+    fake.put(
+        &format!("/api/v1/namespaces/{NS}/secrets/capi-variables"),
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "capi-variables", "namespace": NS},
+               "data": {"AWS_B64_ENCODED_CREDENTIALS": "czNjcjN0LXZhbHVl"}}),
+    );
     let obj = core(
         json!({"version": "v1.0.0", "secretName": "absent"}),
         &[FINALIZER],
@@ -368,11 +375,15 @@ async fn a_missing_secret_is_a_condition_and_an_event_not_an_install()
         condition(&status, "Reconciling").ok_or("no Reconciling")?["status"],
         "False"
     );
+    let message = installed["message"].as_str().unwrap_or("");
+    assert!(message.contains("capi-system/absent"), "{message}");
     assert!(
-        installed["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("capi-system/absent")
+        message.ends_with("; Secrets in capi-system: capi-variables"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("czNjcjN0") && !message.contains("s3cr3t"),
+        "{message}"
     );
     let writes = fake.writes();
     assert!(
@@ -382,6 +393,102 @@ async fn a_missing_secret_is_a_condition_and_an_event_not_an_install()
         "{writes:#?}"
     );
     assert!(patches_of(&writes, DEPLOYMENT).is_empty());
+    Ok(())
+}
+
+/// The Stalled message of a reconcile of `spec`, after checking its reason.
+async fn stalled_message(
+    fake: &Arc<FakeApi>,
+    spec: Value,
+    want: &str,
+) -> Result<String, Box<dyn std::error::Error>> {
+    reconcile(fake, core(spec, &[FINALIZER]), vec![]).await?;
+    let status = applied_status(fake)?;
+    let stalled = condition(&status, "Stalled").ok_or("no Stalled")?;
+    assert_eq!(
+        (stalled["status"].as_str(), stalled["reason"].as_str()),
+        (Some("True"), Some(want)),
+        "{stalled}"
+    );
+    Ok(stalled["message"].as_str().unwrap_or("").to_string())
+}
+
+#[tokio::test]
+async fn a_missing_version_names_the_configmaps_the_selector_matched()
+-> Result<(), Box<dyn std::error::Error>> {
+    let fake = fake_with_release();
+    // Named after the version, but labelled with another one: the label wins.
+    fake.put(
+        &format!("/api/v1/namespaces/{NS}/configmaps/sample-v1.0.1"),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "sample-v1.0.1", "namespace": NS,
+                            "labels": {"sample": "core", CONFIGMAP_VERSION_LABEL: "1.0.1"}},
+               "data": {"metadata": METADATA, "components": COMPONENTS}}),
+    );
+    let m = stalled_message(&fake, json!({"version": "v1.0.1"}), reason::FETCH_FAILED).await?;
+    assert!(
+        m.starts_with("a ConfigMap for version v1.0.1 not found; the selector matched ConfigMaps "),
+        "{m}"
+    );
+    assert!(m.contains("sample-v1.0.0 (version v1.0.0)"), "{m}");
+    assert!(m.contains("sample-v1.0.1 (version 1.0.1)"), "{m}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn missing_variables_name_the_keys_the_secret_has() -> Result<(), Box<dyn std::error::Error>>
+{
+    let fake = FakeApi::new();
+    let components =
+        COMPONENTS.replace("v1.0.0'}", "v1.0.0', args: ['--region=${SAMPLE_REGION}']}");
+    fake.put(
+        &format!("/api/v1/namespaces/{NS}/configmaps/sample-v1.0.0"),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "sample-v1.0.0", "namespace": NS,
+                            "labels": {"sample": "core", CONFIGMAP_VERSION_LABEL: "v1.0.0"}},
+               "data": {"metadata": METADATA, "components": components}}),
+    );
+    fake.put(
+        &format!("/api/v1/namespaces/{NS}/secrets/vars"),
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "vars", "namespace": NS},
+               "data": {"SAMPLE_REGON": "czNjcjN0LXZhbHVl"}}),
+    );
+    let spec = json!({"version": "v1.0.0", "secretName": "vars"});
+    let m = stalled_message(&fake, spec, reason::MISSING_VARIABLES).await?;
+    assert!(m.contains("[SAMPLE_REGION]"), "{m}");
+    assert!(
+        m.ends_with(
+            "; Secret capi-system/vars (spec.configSecret) is read; it has keys SAMPLE_REGON"
+        ),
+        "{m}"
+    );
+    assert!(!m.contains("s3cr3t") && !m.contains("czNjcjN0"), "{m}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_missing_manifests_key_names_the_keys_there() -> Result<(), Box<dyn std::error::Error>> {
+    let fake = fake_with_release();
+    fake.put(
+        &format!("/api/v1/namespaces/{NS}/configmaps/extra"),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "extra", "namespace": NS},
+               "data": {"manifest.yaml": "kind: X"}}),
+    );
+    let spec = json!({"version": "v1.0.0", "additionalManifests": {"name": "extra"}});
+    let m = stalled_message(&fake, spec, reason::ADDITIONAL_MANIFESTS).await?;
+    assert!(
+        m.ends_with("has no key \"manifests\"; it has keys manifest.yaml"),
+        "{m}"
+    );
+    let fake = fake_with_release();
+    let spec = json!({"version": "v1.0.0", "additionalManifests": {"name": "absent"}});
+    let m = stalled_message(&fake, spec, reason::ADDITIONAL_MANIFESTS).await?;
+    assert!(
+        m.ends_with("does not exist; ConfigMaps in capi-system: sample-v1.0.0"),
+        "{m}"
+    );
     Ok(())
 }
 
