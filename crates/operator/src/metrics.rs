@@ -296,7 +296,7 @@ fn write_rate_limits(out: &mut String, limits: &[capi_release_sources::http::Rat
 pub fn fetch_error_class(e: &capi_release_sources::SourceError) -> &'static str {
     use capi_release_sources::SourceError as E;
     match e {
-        E::NotFound(_) => "NotFound",
+        E::NotFound(_) | E::NotFoundAmong { .. } => "NotFound",
         E::RateLimited(_) => "RateLimited",
         E::Unauthorized(_) => "Unauthorized",
         E::Transient { .. } => "Transient",
