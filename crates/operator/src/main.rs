@@ -44,7 +44,7 @@ enum Command {
     },
     /// Run the operator: one controller per provider kind, against the cluster of the current
     /// kubeconfig (or the in-cluster service account).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the API reference (Markdown) generated from the CRD field docs.
     ApiDocs,
     /// Print the argocd-cm ConfigMap entries that teach Argo CD the health of every provider kind.
@@ -70,6 +70,11 @@ struct RunArgs {
     /// trusted with it. A provider on any other host gets only its own Secret's token.
     #[arg(long, env = "CAPI_OPERATOR_GITHUB_TOKEN_HOSTS", value_delimiter = ',')]
     github_token_hosts: Vec<String>,
+    /// A PEM file of certificate authorities every release source trusts besides the public
+    /// roots: a TLS-intercepting proxy's or an internal mirror's CA, mounted from a ConfigMap.
+    /// Without it, $SSL_CERT_FILE is read when set (as Go and OpenSSL programs do).
+    #[arg(long, env = "CAPI_OPERATOR_CA_BUNDLE")]
+    ca_bundle: Option<std::path::PathBuf>,
     /// Seconds before re-checking a provider stuck on a configuration problem.
     #[arg(long, default_value_t = 300)]
     config_retry_seconds: u64,
@@ -164,7 +169,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", argocd::config_map());
             Ok(())
         }
-        Command::Run(args) => run_operator(args),
+        Command::Run(args) => run_operator(*args),
         Command::Render {
             file,
             repository,
@@ -192,6 +197,31 @@ fn parse_group(group: &str) -> Result<capi_operator_api::ProviderApi, String> {
     })
 }
 
+/// Trusts `--ca-bundle` (a start failure when unreadable or empty: the admin asked for it) or,
+/// without it, $SSL_CERT_FILE (only a warning then: it may be set for other programs).
+fn trust_ca_bundle(flag: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let from_env = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
+    let Some(path) = flag.map(std::path::Path::to_path_buf).or(from_env) else {
+        return Ok(());
+    };
+    let trusted = std::fs::read(&path)
+        .map_err(anyhow::Error::from)
+        .and_then(|pem| Ok(capi_release_sources::trust::trust_process_wide(&pem)?));
+    match trusted {
+        Ok(n) => {
+            tracing::info!(file = %path.display(), certificates = n, "release sources trust the CA bundle");
+            Ok(())
+        }
+        Err(e) if flag.is_some() => {
+            Err(e.context(format!("reading the CA bundle {}", path.display())))
+        }
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "SSL_CERT_FILE not used");
+            Ok(())
+        }
+    }
+}
+
 fn run_operator(args: RunArgs) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -204,6 +234,7 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
     } else {
         builder.init();
     }
+    trust_ca_bundle(args.ca_bundle.as_deref())?;
     let secs = std::time::Duration::from_secs;
     let leader_election = args.leader_elect.then(|| leader::LeaseConfig {
         namespace: args

@@ -2,7 +2,8 @@
 //! internal Artifactory, Nexus or nginx mirror serves one: clusterctl's `<base>/<version>/<file>`
 //! layout, generated directory listings, basic authentication, a certificate from a private CA),
 //! with the credentials and the CA bundle from the provider's Secret; `latest` resolved from the
-//! listing; wrong credentials and an untrusted certificate reported with their own messages.
+//! listing; wrong credentials and an untrusted certificate reported with their own messages;
+//! then the same server trusted through the operator-wide `--ca-bundle` instead.
 
 mod support;
 
@@ -66,6 +67,19 @@ fn repository(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// A private CA's certificates under `work/certs` and the sample repository served from
+/// `work/www` with basic authentication (mirror / s3cret-pass).
+fn mirror(work: &Path) -> Result<(Server, std::path::PathBuf), Box<dyn std::error::Error>> {
+    let certs = work.join("certs");
+    let ok = Command::new(workspace_root().join("e2e/scripts/make-certs.sh"))
+        .arg(&certs)
+        .status()?;
+    assert!(ok.success(), "make-certs.sh failed");
+    repository(&work.join("www"))?;
+    let server = serve(&work.join("www"), &certs, "mirror:s3cret-pass")?;
+    Ok((server, certs))
+}
+
 fn provider(kind: &str, ns: &str, name: &str, url: &str, secret: &str) -> String {
     format!(
         "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  secretName: {secret}\n  fetchConfig:\n    url: {url}\n"
@@ -95,14 +109,7 @@ async fn installs_from_a_private_https_repository() -> TestResult {
     let cluster = private_cluster()?;
     cluster.install_crds()?;
     let client = cluster.client().await?;
-    let work = cluster.dir().join("https-repo");
-    let certs = work.join("certs");
-    let ok = Command::new(workspace_root().join("e2e/scripts/make-certs.sh"))
-        .arg(&certs)
-        .status()?;
-    assert!(ok.success(), "make-certs.sh failed");
-    repository(&work.join("www"))?;
-    let server = serve(&work.join("www"), &certs, "mirror:s3cret-pass")?;
+    let (server, certs) = mirror(&cluster.dir().join("https-repo"))?;
     let url = format!("https://127.0.0.1:{}/capi/core", server.port);
     let ca = std::fs::read_to_string(certs.join("ca.crt"))?;
 
@@ -174,6 +181,54 @@ async fn installs_from_a_private_https_repository() -> TestResult {
             "{shown}"
         );
     }
+    // The same server, trusted through the operator's own bundle instead of the Secret's.
+    drop(operator);
+    site_ca_bundle(cluster, &client, &certs, &pinned).await?;
     drop(server);
+    Ok(())
+}
+
+/// One CA for the whole site (`--ca-bundle`, a file the chart mounts from a ConfigMap): a
+/// provider whose Secret gives only credentials is installed from the private-CA server at
+/// `url`, and an operator given an empty bundle refuses to start instead of ignoring it.
+async fn site_ca_bundle(
+    cluster: &capi_test_support::TestCluster,
+    client: &kube::Client,
+    certs: &Path,
+    url: &str,
+) -> TestResult {
+    let empty = certs.join("empty.pem");
+    std::fs::write(&empty, "# no certificate\n")?;
+    let refused = Command::new(operator_bin())
+        .args(["run", "--ca-bundle"])
+        .arg(&empty)
+        .env("KUBECONFIG", cluster.kubeconfig())
+        .output()?;
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains("holds no certificate"),
+        "an empty --ca-bundle must stop the start: {said}"
+    );
+
+    let bundle = certs.join("ca.crt").to_string_lossy().into_owned();
+    let operator = start_operator(cluster, &["--ca-bundle", &bundle])?;
+    let ns = "https-site-ca";
+    cluster.ensure_namespace(ns)?;
+    apply(
+        cluster,
+        &secret(ns, "mirror", "mirror", "s3cret-pass", None),
+    )?;
+    apply(
+        cluster,
+        &provider("BootstrapProvider", ns, "site-ca", url, "mirror"),
+    )?;
+    let installed = ("BootstrapProvider", ns, "site-ca");
+    let p = wait_condition(client, installed, "ProviderInstalled", "True", None, T)
+        .await
+        .map_err(|e| format!("{e}\n--- operator log ---\n{}", operator.logs()))?;
+    assert_eq!(
+        p.pointer("/status/installedVersion"),
+        Some(&Value::from("v0.1.0"))
+    );
     Ok(())
 }

@@ -277,17 +277,9 @@ impl Http {
                 )))
             }
         });
-        let mut builder = reqwest::Client::builder();
+        let mut builder = crate::trust::with_extra_roots(reqwest::Client::builder());
         if let Some(pem) = &config.ca_bundle {
-            let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes()).map_err(|_| {
-                SourceError::Invalid("the CA bundle is not PEM certificates".into())
-            })?;
-            if certs.is_empty() {
-                return Err(SourceError::Invalid(
-                    "the CA bundle holds no certificate".into(),
-                ));
-            }
-            for c in certs {
+            for c in crate::trust::parse(pem.as_bytes())? {
                 builder = builder.add_root_certificate(c);
             }
         }

@@ -136,6 +136,7 @@ pub mod http;
 pub mod local;
 pub mod oci;
 pub mod repository;
+pub mod trust;
 
 /// A fetched release: its version, metadata.yaml and components text (the engine's type).
 pub use capi_components::release::Release;

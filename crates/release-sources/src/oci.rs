@@ -551,7 +551,7 @@ impl Registry {
                 ))
             }
         });
-        let mut builder = reqwest::Client::builder()
+        let mut builder = crate::trust::with_extra_roots(reqwest::Client::builder())
             .redirect(policy)
             .connect_timeout(config.http.timeout.min(Duration::from_secs(10)))
             .timeout(config.http.timeout)
