@@ -89,14 +89,27 @@ async fn hostile_releases_change_nothing_installed() -> TestResult {
     cluster.ensure_namespace("hostile-core")?;
     cluster.ensure_namespace(NS)?;
     load_core(cluster, &client, "hostile-core").await?;
-    release_configmap_from_dir(
+    let meta = std::fs::read_to_string(samples().join(LABEL).join("v0.2.0/metadata.yaml"))?;
+    let good = std::fs::read_to_string(
+        samples()
+            .join(LABEL)
+            .join("v0.2.0/infrastructure-components.yaml"),
+    )?;
+    // The installed release: the sample without its CRDs' contract labels, so the contract
+    // checks have findings to report while the provider installs all the same.
+    let unlabelled = good.replace("    cluster.x-k8s.io/v1beta2: v1beta2\n", "");
+    assert_ne!(
+        unlabelled, good,
+        "the sample's CRDs carry no contract label to remove"
+    );
+    release_configmap(
         &client,
         NS,
-        &samples(),
-        LABEL,
-        "v0.2.0",
-        "infrastructure-components.yaml",
+        &format!("{LABEL}-v0.2.0"),
         &[("provider.cluster.x-k8s.io/name", LABEL)],
+        "v0.2.0",
+        &meta,
+        &unlabelled,
     )
     .await?;
     let operator = start_operator(cluster, &["--config-retry-seconds", "2"])?;
@@ -118,7 +131,7 @@ async fn hostile_releases_change_nothing_installed() -> TestResult {
     )
     .await
     .map_err(log)?;
-    // The sample release has no InfraCluster: the contract checks say so (a condition and a
+    // The release's CRDs name no contract: the contract checks say so (a condition and a
     // Warning event), and the provider is installed all the same.
     let p = provider(&client, "InfrastructureProvider", NS, "sample")
         .await
@@ -144,12 +157,6 @@ async fn hostile_releases_change_nothing_installed() -> TestResult {
         .metadata
         .resource_version;
 
-    let meta = std::fs::read_to_string(samples().join(LABEL).join("v0.2.0/metadata.yaml"))?;
-    let good = std::fs::read_to_string(
-        samples()
-            .join(LABEL)
-            .join("v0.2.0/infrastructure-components.yaml"),
-    )?;
     let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
     for i in 1..10 {
         let p = i - 1;
