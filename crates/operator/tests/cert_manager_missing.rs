@@ -61,7 +61,8 @@ async fn a_missing_cert_manager_is_named_and_its_arrival_retries_at_once() -> Te
         .and_then(Value::as_str)
         .unwrap_or_default();
     assert!(
-        message.contains("cert-manager.io") && message.contains("cert-manager is not installed"),
+        message.contains("it serves no cert-manager.io API group")
+            && message.contains("cert-manager is not installed"),
         "{message}"
     );
     let events = cluster.kubectl_ok(&["get", "events", "-n", ns, "-o", "json"])?;

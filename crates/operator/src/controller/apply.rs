@@ -47,7 +47,7 @@ impl std::fmt::Display for ObjKey {
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     /// The cluster does not serve the object's kind (e.g. cert-manager is not installed).
-    #[error("the cluster does not serve {kind}.{group}/{version} ({})", missing_kind_hint(.group))]
+    #[error("the cluster does not serve {kind}.{group}/{version}; {found} ({})", missing_kind_hint(.group))]
     MissingKind {
         /// API group of the kind.
         group: String,
@@ -55,6 +55,8 @@ pub enum ApplyError {
         version: String,
         /// The kind.
         kind: String,
+        /// What the cluster serves instead (see [`served_instead`]).
+        found: String,
     },
     /// The object is malformed.
     #[error("{0}")]
@@ -101,11 +103,50 @@ fn missing_kind_hint(group: &str) -> &'static str {
     }
 }
 
-fn missing_kind(gvk: &GroupVersionKind) -> ApplyError {
+/// The failure for a kind discovery does not know, saying what the cluster serves instead: a
+/// release written for another version of an API (v1beta1 against a cluster that moved on) is
+/// then plain to see. One more discovery request, on this failure only.
+async fn missing_kind(client: &Client, gvk: &GroupVersionKind) -> ApplyError {
+    let served = kube::discovery::group(client, &gvk.group)
+        .await
+        .ok()
+        .map(|g| {
+            let versions: Vec<String> = g.versions().map(str::to_string).collect();
+            versions
+                .into_iter()
+                .map(|v| {
+                    let has = g
+                        .versioned_resources(&v)
+                        .iter()
+                        .any(|(r, _)| r.kind == gvk.kind);
+                    (v, has)
+                })
+                .collect::<Vec<_>>()
+        });
     ApplyError::MissingKind {
         group: gvk.group.clone(),
         version: gvk.version.clone(),
         kind: gvk.kind.clone(),
+        found: served_instead(&gvk.group, &gvk.kind, served.as_deref()),
+    }
+}
+
+/// What the cluster serves of `group` (its versions, each with whether it has `kind`), in words.
+fn served_instead(group: &str, kind: &str, served: Option<&[(String, bool)]>) -> String {
+    let shown = if group.is_empty() { "core" } else { group };
+    let Some(served) = served.filter(|s| !s.is_empty()) else {
+        return format!("it serves no {shown} API group");
+    };
+    let with: Vec<&str> = served
+        .iter()
+        .filter(|(_, k)| *k)
+        .map(|(v, _)| v.as_str())
+        .collect();
+    let all: Vec<&str> = served.iter().map(|(v, _)| v.as_str()).collect();
+    if with.is_empty() {
+        format!("it serves {shown} in {} without {kind}", all.join(", "))
+    } else {
+        format!("it serves {kind} of {shown} in {}", with.join(", "))
     }
 }
 
@@ -679,8 +720,10 @@ impl Applier {
         }
         let (resource, caps) = match kube::discovery::pinned_kind(&self.client, gvk).await {
             Ok(x) => x,
-            Err(kube::Error::Api(s)) if s.code == 404 => return Err(missing_kind(gvk)),
-            Err(kube::Error::Discovery(_)) => return Err(missing_kind(gvk)),
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                return Err(missing_kind(&self.client, gvk).await);
+            }
+            Err(kube::Error::Discovery(_)) => return Err(missing_kind(&self.client, gvk).await),
             Err(e) => return Err(ApplyError::Transient(e)),
         };
         let r = Resolved {
@@ -898,6 +941,42 @@ impl Applier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_kind_says_what_the_cluster_serves_instead() {
+        let v = |list: &[(&str, bool)]| -> Vec<(String, bool)> {
+            list.iter().map(|(v, k)| (v.to_string(), *k)).collect()
+        };
+        let group = "bootstrap.cluster.x-k8s.io";
+        let older = v(&[("v1beta1", true)]);
+        assert_eq!(
+            served_instead(group, "KubeadmConfig", Some(&older)),
+            "it serves KubeadmConfig of bootstrap.cluster.x-k8s.io in v1beta1"
+        );
+        let other = v(&[("v1beta2", false), ("v1beta1", false)]);
+        assert_eq!(
+            served_instead(group, "KubeadmConfig", Some(&other)),
+            "it serves bootstrap.cluster.x-k8s.io in v1beta2, v1beta1 without KubeadmConfig"
+        );
+        assert_eq!(
+            served_instead("cert-manager.io", "Issuer", None),
+            "it serves no cert-manager.io API group"
+        );
+        assert_eq!(
+            served_instead("", "Pod", Some(&[])),
+            "it serves no core API group"
+        );
+        let e = ApplyError::MissingKind {
+            group: group.into(),
+            version: "v1beta2".into(),
+            kind: "KubeadmConfig".into(),
+            found: served_instead(group, "KubeadmConfig", Some(&older)),
+        };
+        assert!(
+            e.to_string().contains("v1beta2; it serves KubeadmConfig"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn only_crds_the_release_uses_are_waited_for() {
