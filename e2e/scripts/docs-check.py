@@ -115,6 +115,7 @@ INLINE = {
     "make process-node": ("covered", "cargo test -p capi-process-node builds the same binary and starts it"),
     "cargo test -p capi-process-node": ("covered", "needs root; run by make integration (cargo test --workspace)"),
     "kubectl describe deployment -n <ns>": ("template", "kubectl describe deployment -n kube-system"),
+    "kubectl describe": ("name", "named as where the condition messages are read; crates/operator/tests/gitops_health.rs reads the same status (the Summary column) with kubectl get"),
     "kubectl edit": ("name", "named as a way to change an installed object; drift repair is tested in crates/operator/tests/behaviour.rs and clusterctl.rs (DriftRepaired)"),
     "kubectl scale": ("name", "named as a way to change an installed object; clusterctl.rs scales a Deployment down through the real clusterctl and checks the DriftRepaired event"),
 }
