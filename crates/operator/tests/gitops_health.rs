@@ -370,17 +370,12 @@ async fn summary_column_names_a_missing_version(
     client: &Client,
     core: (&str, &str, &str),
 ) -> TestResult {
-    let patch = |v: &str| format!(r#"{{"spec":{{"version":"{v}"}}}}"#);
     let target = "coreprovider/cluster-api";
-    cluster.kubectl_ok(&[
-        "patch",
-        "-n",
-        core.1,
-        target,
-        "--type=merge",
-        "-p",
-        &patch("v0.1.9"),
-    ])?;
+    let set_version = |v: &str| {
+        let patch = format!(r#"{{"spec":{{"version":"{v}"}}}}"#);
+        cluster.kubectl_ok(&["patch", "-n", core.1, target, "--type=merge", "-p", &patch])
+    };
+    set_version("v0.1.9")?;
     let stalled = wait_condition(
         client,
         core,
@@ -404,15 +399,7 @@ async fn summary_column_names_a_missing_version(
     let all = cluster.kubectl_ok(&["get", "capi-providers", "-A"])?;
     assert!(all.contains("SUMMARY"), "{all}");
     assert!(all.contains("wanted v0.1.9, installed v0.1.0"), "{all}");
-    cluster.kubectl_ok(&[
-        "patch",
-        "-n",
-        core.1,
-        target,
-        "--type=merge",
-        "-p",
-        &patch("v0.1.0"),
-    ])?;
+    set_version("v0.1.0")?;
     wait_condition(client, core, "Stalled", "False", None, T).await?;
     let summary = get(client, core.0, core.1, core.2).await?;
     assert_eq!(summary.pointer("/status/summary"), None, "{summary}");
