@@ -143,9 +143,9 @@ fuzz: ## The long fuzzing run (FUZZ_SECONDS per target, default 300); results in
 .PHONY: soak-faults
 soak-faults: ## The fault-injection tier at length: SOAK_FAULT_RUNS (default 100000) seeded runs from SOAK_SEED (default: the time); no cluster.
 	@base=$${SOAK_SEED:-$$(date +%s)}; \
-	echo "fault injection: seeds from $$base (a failure prints FAULT_SEED=<n>; replay it with FAULT_SEED=<n> cargo test -p capi-provider-operator --lib controller::faults)"; \
+	echo "fault injection: seeds from $$base (a failure prints FAULT_SEED=<n>; replay it with FAULT_SEED=<n> cargo test -p capi-provider-operator --lib controller::testing::faults)"; \
 	FAULT_RUNS=$${SOAK_FAULT_RUNS:-100000} FAULT_SEED_BASE=$$base \
-	  $(CARGO) test --locked -p capi-provider-operator --lib controller::faults::seeded -- --nocapture
+	  $(CARGO) test --locked -p capi-provider-operator --lib controller::testing::faults::seeded -- --nocapture
 
 .PHONY: soak
 soak: soak-faults control-plane providers process-node ## Long fault injection: the fault tier's SOAK_FAULT_RUNS (default 100000) seeded runs; SOAK_RUNS (default 25) seeded kills per flow, apiserver restart; SOAK_WORKLOAD_KILLS (default 10) kills per step of the workload-cluster upgrade.

@@ -1235,7 +1235,7 @@ mod tests {
 
     #[tokio::test]
     async fn after_a_restart_a_change_without_a_managed_fields_trace_is_drift() {
-        let fake = super::super::fake_api::FakeApi::new();
+        let fake = crate::controller::testing::fake_api::FakeApi::new();
         let applier = Applier::new(fake.client());
         let webhook = json!({"apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "w"},
@@ -1409,7 +1409,7 @@ mod tests {
 
     #[tokio::test]
     async fn after_a_restart_a_field_removed_meanwhile_is_drift() {
-        let fake = super::super::fake_api::FakeApi::new();
+        let fake = crate::controller::testing::fake_api::FakeApi::new();
         let applier = Applier::new(fake.client());
         let (webhooks, fields) = applied_webhooks();
         let mut declared = webhooks.clone();

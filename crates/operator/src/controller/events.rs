@@ -85,7 +85,7 @@ impl Events {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::fake_api::FakeApi;
+    use crate::controller::testing::fake_api::FakeApi;
 
     fn event(note: &str) -> Event {
         Event {

@@ -7,10 +7,6 @@ pub mod apply;
 pub mod budget;
 pub mod conditions;
 pub mod events;
-#[cfg(test)]
-mod fake_api;
-#[cfg(test)]
-mod faults;
 mod found;
 pub mod inputs;
 pub mod install;
@@ -21,10 +17,10 @@ pub mod owned;
 pub mod preflight;
 pub mod readiness;
 pub mod reconcile;
-#[cfg(test)]
-mod scenarios;
 pub mod served;
 pub mod source;
+#[cfg(test)]
+mod testing;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 

@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use super::{COMPONENTS, EVENTS, METADATA, NS, PROVIDER, applied_status};
 use kube::runtime::controller::Action;
 
+use crate::controller::testing::fake_api::FakeApi;
 use crate::controller::{
     Ctx, Options,
-    fake_api::FakeApi,
     reconcile::{self, reason},
     source::{RELEASE_CACHE_LABEL, RELEASE_SOURCE_ANNOTATION, Release, release_digest},
 };

@@ -39,11 +39,9 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use super::{
-    Ctx, FIELD_MANAGER, Lister, Options, OwnedKinds, World,
-    apply::Applier,
-    fake_api::{FakeApi, Fault, Rng},
-    reconcile,
+use super::fake_api::{FakeApi, Fault, Rng};
+use crate::controller::{
+    Ctx, FIELD_MANAGER, Lister, Options, OwnedKinds, World, apply::Applier, reconcile,
 };
 use crate::fence::Fence;
 
@@ -255,7 +253,7 @@ impl Process {
             instance: Some(format!("process-{id}")),
         };
         let ctx = Arc::new(Ctx {
-            recorder: super::events::Events::new(client.clone(), reporter),
+            recorder: crate::controller::events::Events::new(client.clone(), reporter),
             applier: Applier::new(client.clone()),
             client,
             world: World {
@@ -271,9 +269,9 @@ impl Process {
             inventory: false,
             failures: std::sync::Mutex::new(BTreeMap::new()),
             // A frozen clock: no recheck falls due by the wall clock (a slow run would differ).
-            rechecks: super::readiness::Rechecks::with_clock(Arc::new(move || started)),
+            rechecks: crate::controller::readiness::Rechecks::with_clock(Arc::new(move || started)),
             uncached: std::sync::Mutex::new(BTreeMap::new()),
-            inputs: super::inputs::InputWatches::inactive(),
+            inputs: crate::controller::inputs::InputWatches::inactive(),
         });
         let mut p = Process {
             id,

@@ -846,7 +846,7 @@ fn replaced(old: &Value, body: &Value, server_side: bool) -> Value {
     }
     if server_side {
         obj["metadata"]["managedFields"] = json!([{
-            "manager": super::FIELD_MANAGER, "operation": "Apply", "apiVersion": body["apiVersion"],
+            "manager": crate::controller::FIELD_MANAGER, "operation": "Apply", "apiVersion": body["apiVersion"],
             "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {}}]);
     }
     obj

@@ -14,10 +14,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::{controller::Action, events::Reporter, reflector, watcher};
 use serde_json::{Value, json};
 
-use super::{
+use super::fake_api::{FakeApi, Recorded};
+use crate::controller::{
     Ctx, FIELD_MANAGER, Lister, Options, World,
     apply::Applier,
-    fake_api::{FakeApi, Recorded},
     readiness::Rechecks,
     reconcile::{self, reason},
 };
@@ -85,12 +85,12 @@ fn ctx_with(
         instance: None,
     };
     Arc::new(Ctx {
-        recorder: super::events::Events::new(client.clone(), reporter),
+        recorder: crate::controller::events::Events::new(client.clone(), reporter),
         applier: Applier::new(client.clone()),
         client,
         world: World {
             providers,
-            owned: super::OwnedKinds::default(),
+            owned: crate::controller::OwnedKinds::default(),
             deployments,
         },
         opts: Options {
@@ -101,7 +101,7 @@ fn ctx_with(
         failures: std::sync::Mutex::new(BTreeMap::new()),
         rechecks,
         uncached: std::sync::Mutex::new(BTreeMap::new()),
-        inputs: super::inputs::InputWatches::inactive(),
+        inputs: crate::controller::inputs::InputWatches::inactive(),
     })
 }
 
