@@ -1,18 +1,26 @@
-//! The management cluster: connecting (kubeconfig, context), server-side apply of arbitrary
-//! objects, and reading and patching the operator's provider objects.
+//! The management cluster as the plugin sees it: connecting (kubeconfig, context, the
+//! plugin's User-Agent), and reading and patching provider objects with the plugin's messages.
+//! Applying, discovery, CRD waits and reading provider objects of either API are
+//! [`capi_cluster_io`]'s, shared with the operator; here they only get the plugin's field
+//! manager and its error wording.
 
-use std::{collections::HashMap, path::PathBuf, sync::Mutex, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
-use capi_operator_api::{AnyProvider, GROUP, ProviderApi, ProviderType, VERSION, v1alpha2};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use capi_cluster_io::{
+    ServerSideApply,
+    established::wait_all_established,
+    provider_kind::{object_value, provider_of_value, read_provider},
+};
+use capi_operator_api::{AnyProvider, ProviderApi, ProviderType};
 use kube::{
     Api, Client, Config,
-    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams},
+    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
     config::{KubeConfigOptions, Kubeconfig},
-    discovery::Scope,
 };
 use serde_json::{Value, json};
+
+pub use capi_cluster_io::provider_kind::provider_resource as provider_resource_of;
 
 /// Field manager of everything the plugin writes.
 pub const FIELD_MANAGER: &str = "kubectl-capi_providers";
@@ -35,25 +43,12 @@ pub struct ClusterFlags {
 pub struct Cluster {
     /// The client.
     pub client: Client,
-    discovery: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
+    io: ServerSideApply,
 }
 
-/// The API of provider type `t`.
+/// The API of provider type `t` of this operator's API.
 pub fn provider_resource(t: ProviderType) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, t.kind()), t.plural())
-}
-
-/// The API of provider type `t` in `api`.
-pub fn provider_resource_of(api: ProviderApi, t: ProviderType) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(api.group(), api.version(), t.kind()),
-        t.plural(),
-    )
-}
-
-fn gvk_of(api_version: &str, kind: &str) -> GroupVersionKind {
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    GroupVersionKind::gvk(group, version, kind)
+    provider_resource_of(ProviderApi::Management, t)
 }
 
 /// Whether a kube error is the apiserver's "not found".
@@ -91,8 +86,8 @@ impl Cluster {
         ));
         let client = Client::try_from(config).context("creating the Kubernetes client")?;
         Ok(Cluster {
+            io: ServerSideApply::new(client.clone(), FIELD_MANAGER),
             client,
-            discovery: Mutex::new(HashMap::new()),
         })
     }
 
@@ -102,28 +97,8 @@ impl Cluster {
         api_version: &str,
         kind: &str,
     ) -> anyhow::Result<(ApiResource, bool)> {
-        let key = (api_version.to_string(), kind.to_string());
-        if let Some(r) = self
-            .discovery
-            .lock()
-            .ok()
-            .and_then(|d| d.get(&key).cloned())
-        {
-            return Ok(r);
-        }
-        let gvk = gvk_of(api_version, kind);
-        let (ar, caps) = kube::discovery::pinned_kind(&self.client, &gvk)
-            .await
-            .with_context(|| {
-                format!(
-                    "the cluster does not serve {kind} of {api_version} (is its CRD installed?)"
-                )
-            })?;
-        let r = (ar, caps.scope == Scope::Namespaced);
-        if let Ok(mut d) = self.discovery.lock() {
-            d.insert(key, r.clone());
-        }
-        Ok(r)
+        let r = self.io.resolve_kind(api_version, kind).await?;
+        Ok((r.resource, r.namespaced))
     }
 
     /// A dynamic API for objects of `kind` of `api_version` in `namespace` (ignored for
@@ -134,38 +109,13 @@ impl Cluster {
         kind: &str,
         namespace: Option<&str>,
     ) -> anyhow::Result<Api<DynamicObject>> {
-        let (ar, namespaced) = self.resolve(api_version, kind).await?;
-        Ok(match (namespaced, namespace) {
-            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &ar),
-            _ => Api::all_with(self.client.clone(), &ar),
-        })
+        let r = self.io.resolve_kind(api_version, kind).await?;
+        Ok(r.api(&self.client, namespace))
     }
 
     /// Server-side applies `obj` (forcing conflicts, as the operator does).
     pub async fn apply(&self, obj: &Value) -> anyhow::Result<()> {
-        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
-        let name = obj
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str);
-        if api_version.is_empty() || kind.is_empty() || name.is_empty() {
-            bail!("an object lacks apiVersion, kind or metadata.name");
-        }
-        let api = self.api(api_version, kind, ns).await?;
-        api.patch(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(obj),
-        )
-        .await
-        .with_context(|| {
-            format!(
-                "applying {kind} {}{name}",
-                ns.map(|n| format!("{n}/")).unwrap_or_default()
-            )
-        })?;
+        self.io.apply(obj).await?;
         Ok(())
     }
 
@@ -185,26 +135,7 @@ impl Cluster {
         names: &[String],
         timeout: Duration,
     ) -> anyhow::Result<()> {
-        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        let deadline = tokio::time::Instant::now() + timeout;
-        for name in names {
-            loop {
-                let ok = api.get_opt(name).await?.is_some_and(|c| {
-                    c.status
-                        .and_then(|s| s.conditions)
-                        .into_iter()
-                        .flatten()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                });
-                if ok {
-                    break;
-                }
-                if tokio::time::Instant::now() >= deadline {
-                    bail!("CustomResourceDefinition {name} did not become Established");
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
+        wait_all_established(&self.client, names, timeout).await?;
         Ok(())
     }
 
@@ -224,8 +155,8 @@ impl Cluster {
             let mut items: Vec<AnyProvider> = list
                 .items
                 .into_iter()
-                .map(|o| to_provider(t, o))
-                .collect::<anyhow::Result<_>>()?;
+                .map(|o| read_provider(ProviderApi::Management, t, o))
+                .collect::<Result<_, _>>()?;
             items.sort_by(|a, b| (a.namespace(), a.name()).cmp(&(b.namespace(), b.name())));
             out.extend(items);
         }
@@ -242,7 +173,7 @@ impl Cluster {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, &provider_resource(t));
         match api.get_opt(name).await {
-            Ok(Some(o)) => Ok(Some(to_provider(t, o)?)),
+            Ok(Some(o)) => Ok(Some(read_provider(ProviderApi::Management, t, o)?)),
             Ok(None) => Ok(None),
             Err(e) if not_found(&e) => Ok(None),
             Err(e) => Err(e).context(format!("reading {} {namespace}/{name}", t.kind())),
@@ -267,7 +198,7 @@ impl Cluster {
             &provider_resource_of(api, t),
         );
         match dynamic.get_opt(name).await {
-            Ok(Some(o)) => Ok(Some(go_provider(t, o)?)),
+            Ok(Some(o)) => Ok(Some(read_provider(api, t, o)?)),
             Ok(None) => Ok(None),
             Err(e) if not_found(&e) => Ok(None),
             Err(e) => Err(e).context(format!("reading {} {namespace}/{name}", t.kind())),
@@ -289,8 +220,11 @@ impl Cluster {
                 Err(e) => return Err(e).context(format!("listing v1alpha2 {} objects", t.kind())),
             };
             for o in list.items {
-                let v = with_type(t, v1alpha2::API_VERSION, o)?;
-                out.push((go_provider_value(t, v.clone())?, v));
+                let v = object_value(ProviderApi::ClusterApiOperator, t, o)?;
+                out.push((
+                    provider_of_value(ProviderApi::ClusterApiOperator, t, v.clone())?,
+                    v,
+                ));
             }
         }
         Ok(Some(out))
@@ -317,34 +251,4 @@ impl Cluster {
 /// `Kind namespace/name` of a provider.
 pub fn describe(p: &AnyProvider) -> String {
     format!("{} {}/{}", p.provider_type.kind(), p.namespace(), p.name())
-}
-
-/// A dynamic object's JSON with its apiVersion and kind (lists leave them out).
-fn with_type(t: ProviderType, api_version: &str, o: DynamicObject) -> anyhow::Result<Value> {
-    let mut v = serde_json::to_value(o)?;
-    if let Some(m) = v.as_object_mut() {
-        m.insert("apiVersion".into(), json!(api_version));
-        m.insert("kind".into(), json!(t.kind()));
-    }
-    Ok(v)
-}
-
-/// A v1alpha2 object as the operator reads it (an untranslatable spec reads as empty).
-fn go_provider_value(t: ProviderType, v: Value) -> anyhow::Result<AnyProvider> {
-    v1alpha2::view_value(v)
-        .map(|(p, _)| p)
-        .map_err(|e| anyhow::anyhow!("reading a v1alpha2 {} object: {e}", t.kind()))
-}
-
-fn go_provider(t: ProviderType, o: DynamicObject) -> anyhow::Result<AnyProvider> {
-    go_provider_value(t, with_type(t, v1alpha2::API_VERSION, o)?)
-}
-
-fn to_provider(t: ProviderType, o: DynamicObject) -> anyhow::Result<AnyProvider> {
-    let mut v = serde_json::to_value(o)?;
-    if let Some(m) = v.as_object_mut() {
-        m.insert("apiVersion".into(), json!(format!("{GROUP}/{VERSION}")));
-        m.insert("kind".into(), json!(t.kind()));
-    }
-    AnyProvider::from_value(v).map_err(|e| anyhow::anyhow!("reading a {} object: {e}", t.kind()))
 }

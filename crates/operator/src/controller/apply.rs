@@ -9,314 +9,32 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use capi_cluster_io::ServerSideApply;
 use kube::{
     Api, Client,
-    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams},
-    discovery::Scope,
+    api::{ApiResource, DeleteParams, DynamicObject},
 };
 use serde_json::Value;
 
 use super::FIELD_MANAGER;
 use capi_operator_api::APPLIED_HASH_LABEL;
 
-/// Identifies an object across kinds.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjKey {
-    /// API group ("" for core).
-    pub group: String,
-    /// Kind.
-    pub kind: String,
-    /// Namespace ("" when cluster-scoped).
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
+pub use capi_cluster_io::{
+    ApplyError, CERT_MANAGER_GROUP, ObjKey, RECREATABLE, crds_needed_by, key_of, recreatable,
+    wait_established,
+};
 
-impl std::fmt::Display for ObjKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.namespace.is_empty() {
-            write!(f, "{} {}", self.kind, self.name)
-        } else {
-            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
-        }
-    }
-}
-
-/// Why applying failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
-    /// The cluster does not serve the object's kind (e.g. cert-manager is not installed).
-    #[error("the cluster does not serve {kind}.{group}/{version}; {found} ({})", missing_kind_hint(.group))]
-    MissingKind {
-        /// API group of the kind.
-        group: String,
-        /// API version.
-        version: String,
-        /// The kind.
-        kind: String,
-        /// What the cluster serves instead (see [`served_instead`]).
-        found: String,
-    },
-    /// The object is malformed.
-    #[error("{0}")]
-    Invalid(String),
-    /// The apiserver refused the object (validation, admission): a configuration problem.
-    #[error("the apiserver refused {key}: {message}")]
-    Refused {
-        /// The object.
-        key: String,
-        /// The apiserver's message.
-        message: String,
-    },
-    /// The apiserver refused a change of an installed CustomResourceDefinition (an immutable
-    /// field such as spec.scope or spec.names, a stored version removed). The CRD is never
-    /// deleted to force the change: that would delete every custom resource of it.
-    #[error(
-        "the apiserver refused the change of CustomResourceDefinition {name} ({fields}): {message}; nothing was deleted and the installed release keeps running"
-    )]
-    CrdChangeRefused {
-        /// The CRD's name.
-        name: String,
-        /// The refused fields (e.g. `spec.scope`), as the apiserver names them.
-        fields: String,
-        /// The apiserver's message.
-        message: String,
-    },
-    /// A CRD did not become Established in time.
-    #[error("CustomResourceDefinition {0} did not become Established")]
-    NotEstablished(String),
-    /// Anything else the apiserver answered (network, conflicts, 5xx): retried with backoff.
-    #[error("{0}")]
-    Transient(#[from] kube::Error),
-}
-
-/// The API group of cert-manager's kinds (Certificate, Issuer), which providers' releases use
-/// for their webhook certificates.
-pub const CERT_MANAGER_GROUP: &str = "cert-manager.io";
-
-fn missing_kind_hint(group: &str) -> &'static str {
-    if group == CERT_MANAGER_GROUP {
-        "cert-manager is not installed: install it, e.g. with `kubectl capi-providers init`; the provider is retried as soon as its CRDs appear"
-    } else {
-        "is the CRD that defines it installed?"
-    }
-}
-
-/// The failure for a kind discovery does not know, saying what the cluster serves instead: a
-/// release written for another version of an API (v1beta1 against a cluster that moved on) is
-/// then plain to see. One more discovery request, on this failure only.
-async fn missing_kind(client: &Client, gvk: &GroupVersionKind) -> ApplyError {
-    let served = kube::discovery::group(client, &gvk.group)
-        .await
-        .ok()
-        .map(|g| {
-            let versions: Vec<String> = g.versions().map(str::to_string).collect();
-            versions
-                .into_iter()
-                .map(|v| {
-                    let has = g
-                        .versioned_resources(&v)
-                        .iter()
-                        .any(|(r, _)| r.kind == gvk.kind);
-                    (v, has)
-                })
-                .collect::<Vec<_>>()
-        });
-    ApplyError::MissingKind {
-        group: gvk.group.clone(),
-        version: gvk.version.clone(),
-        kind: gvk.kind.clone(),
-        found: served_instead(&gvk.group, &gvk.kind, served.as_deref()),
-    }
-}
-
-/// What the cluster serves of `group` (its versions, each with whether it has `kind`), in words.
-fn served_instead(group: &str, kind: &str, served: Option<&[(String, bool)]>) -> String {
-    let shown = if group.is_empty() { "core" } else { group };
-    let Some(served) = served.filter(|s| !s.is_empty()) else {
-        return format!("it serves no {shown} API group");
-    };
-    let with: Vec<&str> = served
-        .iter()
-        .filter(|(_, k)| *k)
-        .map(|(v, _)| v.as_str())
-        .collect();
-    let all: Vec<&str> = served.iter().map(|(v, _)| v.as_str()).collect();
-    if with.is_empty() {
-        format!("it serves {shown} in {} without {kind}", all.join(", "))
-    } else {
-        format!("it serves {kind} of {shown} in {}", with.join(", "))
-    }
-}
-
-impl ApplyError {
-    /// The condition reason of this failure.
-    pub fn reason(&self) -> &'static str {
-        use capi_operator_api::conditions::reason;
-        if let ApplyError::MissingKind { group, .. } = self
-            && group == CERT_MANAGER_GROUP
-        {
-            return reason::CERT_MANAGER_NOT_INSTALLED;
-        }
-        if let ApplyError::CrdChangeRefused { .. } = self {
-            return reason::CRD_CHANGE_REFUSED;
-        }
-        if self.is_transient() {
-            reason::APPLY_RETRYING
-        } else {
-            reason::APPLY_FAILED
-        }
-    }
-
-    /// Whether the error may go away without any user change.
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            ApplyError::Transient(_) | ApplyError::NotEstablished(_)
-        )
-    }
-}
-
-/// What a failed write of `key` means. The apiserver refusing a CRD (invalid, 400 or 422) is a
-/// [`ApplyError::CrdChangeRefused`] naming the fields; an immutable field of a kind that is
-/// not [`recreatable`] says it is left alone.
-fn classify(key: &ObjKey, e: kube::Error) -> ApplyError {
-    let kube::Error::Api(s) = &e else {
-        return ApplyError::Transient(e);
-    };
-    if is_crd(key) && matches!(s.code, 400 | 422) {
-        return crd_refused(key, s);
-    }
-    if !matches!(s.code, 400 | 403 | 404 | 422) {
-        return ApplyError::Transient(e);
-    }
-    let mut message = s.message.clone();
-    if is_immutable_field(&e) {
-        message.push_str(&format!(
-            "; a {} is never deleted and re-created by the operator, as it may hold user data: change or delete it by hand",
-            key.kind
-        ));
-    }
-    ApplyError::Refused {
-        key: key.to_string(),
-        message,
-    }
-}
-
-fn is_crd(key: &ObjKey) -> bool {
-    key.group == "apiextensions.k8s.io" && key.kind == "CustomResourceDefinition"
-}
-
-fn crd_refused(key: &ObjKey, s: &kube::core::Status) -> ApplyError {
-    let fields: Vec<&str> = s
-        .details
-        .iter()
-        .flat_map(|d| &d.causes)
-        .map(|c| c.field.as_str())
-        .filter(|f| !f.is_empty())
-        .collect();
-    ApplyError::CrdChangeRefused {
-        name: key.name.clone(),
-        fields: if fields.is_empty() {
-            "field not named by the apiserver".into()
-        } else {
-            fields.join(", ")
-        },
-        message: s.message.clone(),
-    }
-}
-
-/// Kinds (group, kind) whose objects the operator deletes and creates again when a new release
-/// changes a field the apiserver keeps immutable (a Deployment's selector, a binding's
-/// roleRef, a Service's clusterIP): they hold no user data, everything in them comes from
-/// the release, and re-creating them is what the upgrade needs. Any other kind (above all a
-/// CustomResourceDefinition, whose deletion deletes every custom resource of it; a Namespace;
-/// a PersistentVolumeClaim; a Secret or ConfigMap that may hold user data) is never deleted:
-/// the apply fails and says so.
-pub const RECREATABLE: &[(&str, &str)] = &[
-    ("apps", "Deployment"),
-    ("apps", "DaemonSet"),
-    ("batch", "Job"),
-    ("", "Service"),
-    ("", "ServiceAccount"),
-    ("policy", "PodDisruptionBudget"),
-    ("rbac.authorization.k8s.io", "Role"),
-    ("rbac.authorization.k8s.io", "RoleBinding"),
-    ("rbac.authorization.k8s.io", "ClusterRole"),
-    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingWebhookConfiguration",
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "MutatingWebhookConfiguration",
-    ),
-    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingAdmissionPolicyBinding",
-    ),
-];
-
-/// Whether an immutable-field change of `key` may be carried out by re-creating it.
-pub fn recreatable(key: &ObjKey) -> bool {
-    RECREATABLE
-        .iter()
-        .any(|(g, k)| *g == key.group && *k == key.kind)
-}
-
-fn is_immutable_field(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 422 && s.message.contains("field is immutable"))
-}
-
-/// Resolved resource of a kind.
-#[derive(Debug, Clone)]
-struct Resolved {
-    resource: ApiResource,
-    namespaced: bool,
-}
+/// How long a CustomResourceDefinition may take to become Established.
+pub const ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Applies and prunes objects; shared by every controller.
 pub struct Applier {
-    client: Client,
-    discovery: Mutex<HashMap<(String, String, String), Resolved>>,
+    io: ServerSideApply,
     // What the operator last applied per object: the resourceVersion the apiserver answered and
     // a hash of the applied content. An object whose live resourceVersion and desired content
     // both match needs no request at all. After a restart this is empty; the hash label on
     // the object and its managedFields answer the same question (see `Live::ours_last`).
     applied: Mutex<HashMap<ObjKey, Applied>>,
-}
-
-/// The key and content hash of a rendered object.
-pub fn key_of(obj: &Value) -> Result<ObjKey, ApplyError> {
-    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
-    let name = obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if api_version.is_empty() || kind.is_empty() || name.is_empty() {
-        return Err(ApplyError::Invalid(
-            "an object lacks apiVersion, kind or metadata.name".into(),
-        ));
-    }
-    let group = api_version
-        .rsplit_once('/')
-        .map(|(g, _)| g)
-        .unwrap_or("")
-        .to_string();
-    Ok(ObjKey {
-        group,
-        kind: kind.to_string(),
-        namespace: obj
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
-        name: name.to_string(),
-    })
 }
 
 /// A stable hash of the content to apply (kept on the object in [`APPLIED_HASH_LABEL`],
@@ -339,13 +57,6 @@ fn with_hash(obj: &Value, hash: &str) -> Value {
         }
     }
     body
-}
-
-fn gvk_of(obj: &Value) -> GroupVersionKind {
-    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    GroupVersionKind::gvk(group, version, kind)
 }
 
 type BoxedApply<'a> = std::pin::Pin<
@@ -571,49 +282,6 @@ fn unchanged(desired: &Value, key: &ObjKey, live: &Live, known: &Applied, hash: 
         && meta_kept("annotations", &live.annotations)
 }
 
-/// The CRDs among `crds` that define a kind some object of `used` (group, kind) has: only
-/// those must be Established before the rest is applied. The others establish on their own a
-/// moment later, as after `kubectl apply`; waiting for them would only delay the install.
-pub fn crds_needed_by<'a>(
-    crds: impl Iterator<Item = &'a Value>,
-    used: impl Iterator<Item = (&'a str, &'a str)>,
-) -> Vec<String> {
-    let used: std::collections::BTreeSet<(&str, &str)> = used.collect();
-    crds.filter(|c| c.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition"))
-        .filter(|c| {
-            let group = c.pointer("/spec/group").and_then(Value::as_str);
-            let kind = c.pointer("/spec/names/kind").and_then(Value::as_str);
-            group.zip(kind).is_some_and(|gk| used.contains(&gk))
-        })
-        .filter_map(|c| c.pointer("/metadata/name").and_then(Value::as_str))
-        .map(str::to_string)
-        .collect()
-}
-
-/// Waits (up to about 30 s) until the CustomResourceDefinition `name` is Established. The
-/// apiserver establishes a new CRD within milliseconds, so it looks again soon at first.
-pub async fn wait_established(client: &Client, name: &str) -> Result<(), ApplyError> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut pause = Duration::from_millis(5);
-    for _ in 0..310 {
-        let crd = api.get_status(name).await?;
-        let established = crd
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| {
-                c.iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
-        if established {
-            return Ok(());
-        }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(100));
-    }
-    Err(ApplyError::NotEstablished(name.to_string()))
-}
-
 /// What one apply pass did.
 #[derive(Debug, Default)]
 pub struct ApplyReport {
@@ -659,8 +327,7 @@ impl Applier {
     /// An applier over `client`.
     pub fn new(client: Client) -> Applier {
         Applier {
-            client,
-            discovery: Mutex::new(HashMap::new()),
+            io: ServerSideApply::new(client, FIELD_MANAGER),
             applied: Mutex::new(HashMap::new()),
         }
     }
@@ -710,37 +377,6 @@ impl Applier {
                     hash: hash.to_string(),
                 },
             );
-        }
-    }
-
-    async fn resolve(&self, gvk: &GroupVersionKind) -> Result<Resolved, ApplyError> {
-        let k = (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone());
-        if let Some(r) = self.discovery.lock().ok().and_then(|d| d.get(&k).cloned()) {
-            return Ok(r);
-        }
-        let (resource, caps) = match kube::discovery::pinned_kind(&self.client, gvk).await {
-            Ok(x) => x,
-            Err(kube::Error::Api(s)) if s.code == 404 => {
-                return Err(missing_kind(&self.client, gvk).await);
-            }
-            Err(kube::Error::Discovery(_)) => return Err(missing_kind(&self.client, gvk).await),
-            Err(e) => return Err(ApplyError::Transient(e)),
-        };
-        let r = Resolved {
-            resource,
-            namespaced: caps.scope == Scope::Namespaced,
-        };
-        if let Ok(mut d) = self.discovery.lock() {
-            d.insert(k, r.clone());
-        }
-        Ok(r)
-    }
-
-    fn api(&self, r: &Resolved, namespace: &str) -> Api<DynamicObject> {
-        if r.namespaced {
-            Api::namespaced_with(self.client.clone(), namespace, &r.resource)
-        } else {
-            Api::all_with(self.client.clone(), &r.resource)
         }
     }
 
@@ -814,7 +450,8 @@ impl Applier {
         // that could be immutable.
         let changes: Vec<&Pending<'_>> = batch
             .iter()
-            .filter(|p| is_crd(&p.key) && p.seen.is_some() && !p.known_same)
+            .filter(|p| capi_cluster_io::apply_error::is_crd(&p.key))
+            .filter(|p| p.seen.is_some() && !p.known_same)
             .collect();
         for group in changes.chunks(APPLY_CONCURRENCY) {
             futures::future::try_join_all(group.iter().map(|p| self.dry_run(p))).await?;
@@ -824,15 +461,7 @@ impl Applier {
 
     /// A server-side apply of `p` in a dry run: the apiserver validates it and stores nothing.
     async fn dry_run(&self, p: &Pending<'_>) -> Result<(), ApplyError> {
-        let body = with_hash(p.obj, &p.hash);
-        let r = self.resolve(&gvk_of(&body)).await?;
-        let mut params = PatchParams::apply(FIELD_MANAGER).force();
-        params.dry_run = true;
-        self.api(&r, &p.key.namespace)
-            .patch(&p.key.name, &params, &Patch::Apply(&body))
-            .await
-            .map(drop)
-            .map_err(|e| classify(&p.key, e))
+        self.io.dry_run(&p.key, &with_hash(p.obj, &p.hash)).await
     }
 
     /// Applies a batch, several at a time; gives the repairs (see [`Pending::repaired`]).
@@ -855,24 +484,11 @@ impl Applier {
 
     async fn apply_one(&self, p: Pending<'_>) -> Result<Option<String>, ApplyError> {
         let hash = p.hash.clone();
-        let body = with_hash(p.obj, &hash);
-        let obj = &body;
         let key = p.key.clone();
-        let r = self.resolve(&gvk_of(obj)).await?;
-        let api = self.api(&r, &key.namespace);
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let result = match api.patch(&key.name, &params, &Patch::Apply(obj)).await {
-            Err(e) if is_immutable_field(&e) && recreatable(&key) => {
-                // A new version changed an immutable field (e.g. a Deployment selector) of an
-                // object holding no user data: it is replaced, which is what an upgrade needs.
-                tracing::info!(object = %key, "immutable field changed; recreating");
-                self.recreate(&api, &key).await?;
-                api.patch(&key.name, &params, &Patch::Apply(obj))
-                    .await
-                    .map_err(|e| classify(&key, e))?
-            }
-            r => r.map_err(|e| classify(&key, e))?,
-        };
+        let result = self
+            .io
+            .apply_recreating(&key, &with_hash(p.obj, &hash))
+            .await?;
         tracing::debug!(object = %key, "applied");
         let repaired = p.repaired(result.metadata.resource_version.as_deref());
         if let Some(rv) = result.metadata.resource_version
@@ -890,26 +506,8 @@ impl Applier {
         Ok(repaired)
     }
 
-    async fn recreate(&self, api: &Api<DynamicObject>, key: &ObjKey) -> Result<(), ApplyError> {
-        let params = DeleteParams::foreground();
-        match api.delete(&key.name, &params).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-            Err(e) => return Err(ApplyError::Transient(e)),
-        }
-        for _ in 0..600 {
-            if api.get_opt(&key.name).await?.is_none() {
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Err(ApplyError::Transient(kube::Error::Service(
-            format!("{key} was not deleted in time").into(),
-        )))
-    }
-
     async fn wait_established(&self, name: &str) -> Result<(), ApplyError> {
-        wait_established(&self.client, name).await
+        wait_established(self.io.client(), name, ESTABLISHED_TIMEOUT).await
     }
 
     /// Deletes the objects in `stale` (kinds resolved through `resources`). Returns how many
@@ -920,10 +518,11 @@ impl Applier {
     ) -> Result<usize, ApplyError> {
         let mut n = 0;
         for (key, ar, namespaced) in stale {
+            let client = self.io.client().clone();
             let api: Api<DynamicObject> = if *namespaced {
-                Api::namespaced_with(self.client.clone(), &key.namespace, ar)
+                Api::namespaced_with(client, &key.namespace, ar)
             } else {
-                Api::all_with(self.client.clone(), ar)
+                Api::all_with(client, ar)
             };
             match api.delete(&key.name, &DeleteParams::background()).await {
                 Ok(_) => n += 1,
@@ -942,80 +541,7 @@ impl Applier {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_missing_kind_says_what_the_cluster_serves_instead() {
-        let v = |list: &[(&str, bool)]| -> Vec<(String, bool)> {
-            list.iter().map(|(v, k)| (v.to_string(), *k)).collect()
-        };
-        let group = "bootstrap.cluster.x-k8s.io";
-        let older = v(&[("v1beta1", true)]);
-        assert_eq!(
-            served_instead(group, "KubeadmConfig", Some(&older)),
-            "it serves KubeadmConfig of bootstrap.cluster.x-k8s.io in v1beta1"
-        );
-        let other = v(&[("v1beta2", false), ("v1beta1", false)]);
-        assert_eq!(
-            served_instead(group, "KubeadmConfig", Some(&other)),
-            "it serves bootstrap.cluster.x-k8s.io in v1beta2, v1beta1 without KubeadmConfig"
-        );
-        assert_eq!(
-            served_instead("cert-manager.io", "Issuer", None),
-            "it serves no cert-manager.io API group"
-        );
-        assert_eq!(
-            served_instead("", "Pod", Some(&[])),
-            "it serves no core API group"
-        );
-        let e = ApplyError::MissingKind {
-            group: group.into(),
-            version: "v1beta2".into(),
-            kind: "KubeadmConfig".into(),
-            found: served_instead(group, "KubeadmConfig", Some(&older)),
-        };
-        assert!(
-            e.to_string().contains("v1beta2; it serves KubeadmConfig"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn only_crds_the_release_uses_are_waited_for() {
-        let crd = |name: &str, group: &str, kind: &str| {
-            serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                "metadata": {"name": name},
-                "spec": {"group": group, "names": {"kind": kind}}})
-        };
-        let crds = [
-            crd("clusters.cluster.x-k8s.io", "cluster.x-k8s.io", "Cluster"),
-            crd("widgets.example.org", "example.org", "Widget"),
-            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}),
-        ];
-        let used = [
-            ("apps", "Deployment"),
-            ("example.org", "Widget"),
-            ("", "Service"),
-        ];
-        assert_eq!(
-            crds_needed_by(crds.iter(), used.into_iter()),
-            vec!["widgets.example.org".to_string()]
-        );
-        // A kind of the same name in another group needs nothing.
-        let other = [("other.io", "Cluster")];
-        assert!(crds_needed_by(crds.iter(), other.into_iter()).is_empty());
-    }
     use serde_json::json;
-
-    #[test]
-    fn keys_split_group_and_default_namespace() {
-        let k = key_of(&json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","namespace":"ns"}})).unwrap();
-        assert_eq!((k.group.as_str(), k.namespace.as_str()), ("apps", "ns"));
-        let k =
-            key_of(&json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"n"}})).unwrap();
-        assert_eq!((k.group.as_str(), k.namespace.as_str()), ("", ""));
-        assert!(key_of(&json!({"kind":"Namespace","metadata":{"name":"n"}})).is_err());
-        let g = gvk_of(&json!({"apiVersion":"v1","kind":"Namespace"}));
-        assert_eq!((g.group.as_str(), g.version.as_str()), ("", "v1"));
-    }
 
     #[test]
     fn content_hash_sees_any_change() {
@@ -1154,83 +680,6 @@ mod tests {
             with_hash(&a, "abc")["metadata"]["labels"][APPLIED_HASH_LABEL],
             "abc"
         );
-    }
-
-    fn key(group: &str, kind: &str) -> ObjKey {
-        ObjKey {
-            group: group.into(),
-            kind: kind.into(),
-            namespace: String::new(),
-            name: "x".into(),
-        }
-    }
-
-    #[test]
-    fn only_kinds_without_user_data_are_recreated_for_an_immutable_field() {
-        for (g, k) in [
-            ("apps", "Deployment"),
-            ("apps", "DaemonSet"),
-            ("batch", "Job"),
-            ("", "Service"),
-            ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-            (
-                "admissionregistration.k8s.io",
-                "ValidatingWebhookConfiguration",
-            ),
-        ] {
-            assert!(recreatable(&key(g, k)), "{g}/{k}");
-        }
-        for (g, k) in [
-            ("apiextensions.k8s.io", "CustomResourceDefinition"),
-            ("", "Namespace"),
-            ("", "PersistentVolumeClaim"),
-            ("", "Secret"),
-            ("", "ConfigMap"),
-            ("apps", "StatefulSet"),
-            ("cluster.x-k8s.io", "Cluster"),
-            // A kind of the same name in another group is not the allowed one.
-            ("example.org", "Deployment"),
-        ] {
-            assert!(!recreatable(&key(g, k)), "{g}/{k}");
-        }
-    }
-
-    fn invalid(message: &str, field: &str) -> kube::Error {
-        let status: kube::core::Status = serde_json::from_value(json!({
-            "status": "Failure", "code": 422, "reason": "Invalid", "message": message,
-            "details": {"causes": [{"reason": "FieldValueInvalid", "field": field,
-                "message": "Invalid value: \"Cluster\": field is immutable"}]},
-        }))
-        .unwrap();
-        kube::Error::Api(status.boxed())
-    }
-
-    #[test]
-    fn a_refused_crd_change_names_the_crd_and_field_and_waits_for_a_change() {
-        let crd = ObjKey {
-            name: "widgets.example.org".into(),
-            ..key("apiextensions.k8s.io", "CustomResourceDefinition")
-        };
-        let msg = "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.org\" is invalid: spec.scope: Invalid value: \"Cluster\": field is immutable";
-        let e = classify(&crd, invalid(msg, "spec.scope"));
-        assert!(
-            matches!(&e, ApplyError::CrdChangeRefused { name, fields, .. }
-                if name == "widgets.example.org" && fields == "spec.scope"),
-            "{e:?}"
-        );
-        assert_eq!(
-            e.reason(),
-            capi_operator_api::conditions::reason::CRD_CHANGE_REFUSED
-        );
-        assert!(!e.is_transient());
-        let text = e.to_string();
-        assert!(text.contains("widgets.example.org") && text.contains("spec.scope"));
-        assert!(text.contains("nothing was deleted"), "{text}");
-        // An immutable field of a kind that may hold user data: refused, and said why.
-        let secret = key("", "Secret");
-        let e = classify(&secret, invalid("data: field is immutable", "data"));
-        assert!(matches!(&e, ApplyError::Refused { .. }), "{e:?}");
-        assert!(e.to_string().contains("never deleted"), "{e}");
     }
 
     #[tokio::test]

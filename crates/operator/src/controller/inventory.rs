@@ -73,7 +73,8 @@ async fn create(api: &Api<CustomResourceDefinition>) -> bool {
 }
 
 async fn established(client: &Client) -> bool {
-    match super::apply::wait_established(client, CRD_NAME).await {
+    match super::apply::wait_established(client, CRD_NAME, super::apply::ESTABLISHED_TIMEOUT).await
+    {
         Ok(()) => true,
         Err(e) => {
             warn!(crd = CRD_NAME, error = %e, "the clusterctl inventory CRD is not Established; providers get no inventory entries");

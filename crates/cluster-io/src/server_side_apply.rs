@@ -1,0 +1,169 @@
+//! Server-side apply under a named field manager. The operator and the plugin apply with their
+//! own managers (`capi-provider-operator`, `kubectl-capi_providers`), so the apiserver's
+//! managedFields tell their writes apart; both force conflicts, as the operator owns what it
+//! renders.
+
+use std::time::Duration;
+
+use kube::{
+    Api, Client,
+    api::{DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams},
+};
+use serde_json::Value;
+
+use crate::{
+    ApplyError, ObjKey,
+    apply_error::{classify, is_immutable_field, recreatable},
+    discovery::{Resolved, Resolver, is_unserved, missing_kind},
+    object_key::{gvk_from, gvk_of, key_of},
+};
+
+/// Why a plain apply ([`ServerSideApply::apply`]) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The object has no apiVersion, kind or name.
+    #[error("an object lacks apiVersion, kind or metadata.name")]
+    Invalid,
+    /// Discovery does not know the kind (or could not be asked).
+    #[error("the cluster does not serve {kind} of {api_version} (is its CRD installed?)")]
+    Unserved {
+        /// The object's apiVersion.
+        api_version: String,
+        /// The object's kind.
+        kind: String,
+        /// What discovery answered.
+        #[source]
+        source: kube::Error,
+    },
+    /// The apiserver refused the write or could not be reached.
+    #[error("applying {key}")]
+    Refused {
+        /// The object.
+        key: ObjKey,
+        /// What the apiserver answered.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Server-side apply of arbitrary objects with one field manager, kinds resolved once.
+pub struct ServerSideApply {
+    client: Client,
+    manager: String,
+    resolver: Resolver,
+}
+
+impl ServerSideApply {
+    /// Applies through `client` as the field manager `manager`.
+    pub fn new(client: Client, manager: &str) -> ServerSideApply {
+        ServerSideApply {
+            resolver: Resolver::new(client.clone()),
+            client,
+            manager: manager.to_string(),
+        }
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The parameters of an apply: this field manager, conflicts forced.
+    pub fn params(&self) -> PatchParams {
+        PatchParams::apply(&self.manager).force()
+    }
+
+    /// The resource serving `kind` of `api_version`.
+    pub async fn resolve_kind(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Resolved, WriteError> {
+        self.resolver
+            .resolve(&gvk_from(api_version, kind))
+            .await
+            .map_err(|source| WriteError::Unserved {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                source,
+            })
+    }
+
+    /// The resource serving `gvk`; a kind the cluster does not serve is explained by what it
+    /// serves instead ([`ApplyError::MissingKind`]).
+    pub async fn resolve(&self, gvk: &GroupVersionKind) -> Result<Resolved, ApplyError> {
+        match self.resolver.resolve(gvk).await {
+            Ok(r) => Ok(r),
+            Err(e) if is_unserved(&e) => Err(missing_kind(&self.client, gvk).await),
+            Err(e) => Err(ApplyError::Transient(e)),
+        }
+    }
+
+    /// Applies `obj` as it is.
+    pub async fn apply(&self, obj: &Value) -> Result<DynamicObject, WriteError> {
+        let key = key_of(obj).map_err(|_| WriteError::Invalid)?;
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let namespace = obj.pointer("/metadata/namespace").and_then(Value::as_str);
+        let r = self.resolve_kind(api_version, &key.kind).await?;
+        r.api(&self.client, namespace)
+            .patch(&key.name, &self.params(), &Patch::Apply(obj))
+            .await
+            .map_err(|source| WriteError::Refused { key, source })
+    }
+
+    /// Applies `body` (the object `key`), failures classified ([`classify`]). When the
+    /// apiserver refuses it for an immutable field of a [`recreatable`] kind (a Deployment's
+    /// selector), the object is deleted, and applied again once gone.
+    pub async fn apply_recreating(
+        &self,
+        key: &ObjKey,
+        body: &Value,
+    ) -> Result<DynamicObject, ApplyError> {
+        let r = self.resolve(&gvk_of(body)).await?;
+        let api = r.api(&self.client, Some(&key.namespace));
+        let params = self.params();
+        match api.patch(&key.name, &params, &Patch::Apply(body)).await {
+            Err(e) if is_immutable_field(&e) && recreatable(key) => {
+                // A new version changed an immutable field of an object holding no user data:
+                // it is replaced, which is what an upgrade needs.
+                tracing::info!(object = %key, "immutable field changed; recreating");
+                recreate(&api, key).await?;
+                api.patch(&key.name, &params, &Patch::Apply(body))
+                    .await
+                    .map_err(|e| classify(key, e))
+            }
+            r => r.map_err(|e| classify(key, e)),
+        }
+    }
+
+    /// A server-side apply of `body` (the object `key`) in a dry run: the apiserver validates
+    /// it and stores nothing.
+    pub async fn dry_run(&self, key: &ObjKey, body: &Value) -> Result<(), ApplyError> {
+        let r = self.resolve(&gvk_of(body)).await?;
+        let mut params = self.params();
+        params.dry_run = true;
+        r.api(&self.client, Some(&key.namespace))
+            .patch(&key.name, &params, &Patch::Apply(body))
+            .await
+            .map(drop)
+            .map_err(|e| classify(key, e))
+    }
+}
+
+/// Deletes `key` (its dependents first) and waits up to a minute until it is gone.
+async fn recreate(api: &Api<DynamicObject>, key: &ObjKey) -> Result<(), ApplyError> {
+    match api.delete(&key.name, &DeleteParams::foreground()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(ApplyError::Transient(e)),
+    }
+    for _ in 0..600 {
+        if api.get_opt(&key.name).await?.is_none() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(ApplyError::Transient(kube::Error::Service(
+        format!("{key} was not deleted in time").into(),
+    )))
+}
