@@ -271,7 +271,7 @@ impl Process {
             inventory: false,
             failures: std::sync::Mutex::new(BTreeMap::new()),
             // A frozen clock: no recheck falls due by the wall clock (a slow run would differ).
-            rechecks: super::readiness::Rechecks::with_clock(Arc::new(move || started)),
+            rechecks: super::decide::readiness::Rechecks::with_clock(Arc::new(move || started)),
             uncached: std::sync::Mutex::new(BTreeMap::new()),
             inputs: super::inputs::InputWatches::inactive(),
         });

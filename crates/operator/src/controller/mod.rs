@@ -5,7 +5,8 @@
 
 pub mod apply;
 pub mod budget;
-pub mod conditions;
+pub mod decide;
+use decide::readiness;
 pub mod events;
 #[cfg(test)]
 mod fake_api;
@@ -15,12 +16,10 @@ mod found;
 pub mod inputs;
 pub mod install;
 pub mod inventory;
-pub mod kstatus;
 pub mod labels;
 pub mod owned;
-pub mod preflight;
-pub mod readiness;
 pub mod reconcile;
+pub mod report;
 #[cfg(test)]
 mod scenarios;
 pub mod served;

@@ -17,9 +17,9 @@ use serde_json::{Value, json};
 use super::{
     Ctx, FIELD_MANAGER, Lister, Options, World,
     apply::Applier,
+    decide::{readiness::Rechecks, reason},
     fake_api::{FakeApi, Recorded},
-    readiness::Rechecks,
-    reconcile::{self, reason},
+    reconcile,
 };
 
 const NS: &str = "capi-system";

@@ -12,8 +12,9 @@ use kube::runtime::controller::Action;
 
 use crate::controller::{
     Ctx, Options,
+    decide::reason,
     fake_api::FakeApi,
-    reconcile::{self, reason},
+    reconcile,
     source::{RELEASE_CACHE_LABEL, RELEASE_SOURCE_ANNOTATION, Release, release_digest},
 };
 
