@@ -247,8 +247,8 @@ fn settle(
             pb
         }
         Outcome::Transient(e, pb) => {
+            // Counted in the metrics by error_policy, which every returned error reaches.
             warn!(provider = %provider_key(p), error = %e, "temporary failure; retrying with backoff");
-            ctx.opts.metrics.failed(p.provider_type.kind(), pb.reason);
             let failed = Desired::failed(pb.condition, pb.reason, pb.message);
             conditions::set(&mut status.conditions, &failed, generation);
             return (Action::await_change(), Some(e));
@@ -274,9 +274,11 @@ fn settle(
     (Action::requeue(after), None)
 }
 
-/// Backoff for transient failures: see [`backoff_delay`].
+/// Backoff for transient failures (see [`backoff_delay`]); the failure is reported by its
+/// reason (see [`report::failure`]).
 pub fn error_policy<P: Served>(obj: Arc<P>, err: &Error, ctx: Arc<Ctx>) -> Action {
     let key = provider_key(&obj.view().0);
+    report::failure(obj, ctx.clone(), err);
     let n = ctx
         .failures
         .lock()

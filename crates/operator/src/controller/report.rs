@@ -3,6 +3,8 @@
 //! news, see [`conditions::newsworthy`], and the notes the phases handed on) and the provider
 //! metrics. The phases decide; this writes.
 
+use std::sync::Arc;
+
 use capi_operator_api::{
     AnyProvider, ProviderStatus,
     conditions::{READY, RECONCILING, STALLED},
@@ -18,7 +20,7 @@ use tracing::debug;
 use super::{
     Ctx, FIELD_MANAGER,
     decide::{
-        Note,
+        Error, Note,
         conditions::{self, Desired},
         kstatus,
     },
@@ -54,6 +56,22 @@ pub async fn status<P: Served>(
     record_metrics(ctx, p, &status);
     publish_notes(s.obj, ctx, notes).await;
     publish_and_write(s, ctx, &old, &status).await
+}
+
+/// Reports a reconcile that failed with `err`: the reconcile-errors metric under its reason,
+/// and a Warning event with that reason and its message. A failure a phase showed on a
+/// condition has that condition's reason and message, so its event repeats the condition's
+/// (a series, see [`super::events`]). A write conflict is only counted: it means the object
+/// changed meanwhile, and the retry on a fresh read is routine, not news. The event is
+/// published in the background, as the error policy does not wait.
+pub fn failure<P: Served>(obj: Arc<P>, ctx: Arc<Ctx>, err: &Error) {
+    let reason = err.reason();
+    ctx.opts.metrics.failed(P::TYPE.kind(), reason);
+    if err.is_conflict() {
+        return;
+    }
+    let message = err.message();
+    tokio::spawn(async move { publish(obj.as_ref(), &ctx, false, reason, message).await });
 }
 
 /// Writes the Deleting condition (and kstatus) when it changed.

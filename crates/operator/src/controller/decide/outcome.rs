@@ -80,6 +80,11 @@ impl Error {
         }
     }
 
+    /// Whether an API write lost a race (HTTP 409): the object changed since it was read.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Kube(kube::Error::Api(st)) if st.code == 409)
+    }
+
     /// The message it is reported with: a shown failure's condition message (so the event
     /// repeats the condition's and folds into its series), else the error itself.
     pub fn message(&self) -> String {
@@ -191,5 +196,69 @@ impl Note {
             reason,
             message: message.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use capi_operator_api::conditions::{PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED};
+
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("the object has been modified", "Conflict")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn a_phase_failure_is_retried_only_when_transient() {
+        let down = SourceError::Transient {
+            what: "release v1.0.0".into(),
+            reason: "503".into(),
+        };
+        match Outcome::failed(PROVIDER_INSTALLED, down) {
+            Outcome::Transient(e, pb) => {
+                assert_eq!((pb.condition, pb.reason), (PROVIDER_INSTALLED, e.reason()));
+                assert_eq!(pb.reason, reason::SOURCE_UNAVAILABLE);
+                assert_eq!(e.message(), pb.message);
+            }
+            _ => panic!("a source that is down is retried with backoff"),
+        }
+        let missing = SourceError::NotFound("release v9.9.9".into());
+        assert!(matches!(
+            Outcome::failed(PROVIDER_INSTALLED, missing),
+            Outcome::Problem(Problem {
+                reason: reason::FETCH_FAILED,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_reconcile_error_is_reported_under_its_reason() {
+        // Shown on a condition: the condition's reason and message, whatever failed.
+        let shown = Outcome::transient(
+            api_error(500),
+            PREFLIGHT_CHECK_PASSED,
+            reason::SOURCE_UNAVAILABLE,
+            "writing the resolved version failed".into(),
+        );
+        let Outcome::Transient(e, _) = shown else {
+            panic!("not transient")
+        };
+        assert_eq!(e.reason(), reason::SOURCE_UNAVAILABLE);
+        assert_eq!(e.message(), "writing the resolved version failed");
+        assert!(e.to_string().contains("modified"), "{e}");
+        // Outside any condition: the API's or the panic's own reason.
+        let api = Error::Kube(api_error(500));
+        assert_eq!(api.reason(), reason::API_REQUEST_FAILED);
+        assert!(!api.is_conflict());
+        assert!(Error::Kube(api_error(409)).is_conflict());
+        let panic = Error::Panic("index out of bounds".into());
+        assert_eq!(panic.reason(), reason::RECONCILE_PANICKED);
+        assert!(panic.message().contains("index out of bounds"));
     }
 }
