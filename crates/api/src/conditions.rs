@@ -154,6 +154,13 @@ pub mod reason {
     /// The provider was changed outside the operator (clusterctl's inventory named another
     /// version) and the declared state was applied again (an event).
     pub const CLUSTERCTL_CHANGE_REVERTED: &str = "ClusterctlChangeReverted";
+    /// A reconcile failed on an API request outside any phase's condition (writing the status
+    /// or a finalizer, listing what blocks a deletion); retried with backoff (an event and the
+    /// reconcile-errors metric).
+    pub const API_REQUEST_FAILED: &str = "APIRequestFailed";
+    /// A reconcile panicked (a bug); retried with backoff (an event and the reconcile-errors
+    /// metric).
+    pub const RECONCILE_PANICKED: &str = "ReconcilePanicked";
 
     // Objects of the v1alpha2 API.
 

@@ -1,9 +1,9 @@
 //! The install path of a reconcile, as an ordered list of phases (see [`run`]). Each phase is a
 //! function over the reconcile's [`State`] and what earlier phases produced; it either goes on
-//! or ends the reconcile with an [`Outcome`]. Status is written once, by the caller, from that
-//! outcome. The decisions inside the phases are the pure functions of [`plan`].
-
-pub mod plan;
+//! or ends the reconcile with an [`Outcome`]. What else a phase did that the admin should read
+//! about it hands on as a [`Note`]; the status and the events are written once, by the reporter
+//! (`super::report`), from the outcome and the notes. The decisions inside the phases are the
+//! pure functions of the decision layer (`super::decide`).
 
 use std::{collections::BTreeMap, ops::ControlFlow};
 
@@ -34,27 +34,41 @@ use tracing::{Instrument, debug, debug_span, info, warn};
 
 use super::{
     Ctx,
-    apply::{ApplyReport, key_of},
+    apply::{ApplyError, ApplyReport, key_of},
     budget::Share,
-    conditions::{self, Desired},
-    found, preflight, provider_key,
-    reconcile::{Error, Outcome, Problem, list_note, merge_params, problem, publish, reason},
+    decide::{
+        Note, Outcome, Reasoned,
+        conditions::{self, Desired},
+        plan, preflight, problem, readiness, reason,
+        settle::backoff_delay,
+    },
+    found, provider_key,
+    report::{list_note, merge_params},
     served::Served,
     source::{self, Chosen, Lookup, ReleaseCache},
 };
 
-/// What every phase reads, and the status the phases fill in.
+impl Reasoned for ApplyError {
+    fn reason(&self) -> &'static str {
+        ApplyError::reason(self)
+    }
+    fn transient(&self) -> bool {
+        self.is_transient()
+    }
+}
+
+/// What every phase reads, and the status and notes the phases fill in.
 pub struct State<'a, P> {
-    /// The provider object as the controller received it.
-    pub obj: &'a P,
-    /// Its kind-independent view.
+    /// The provider's kind-independent view.
     pub p: &'a AnyProvider,
     /// Caches, client, applier, recorder and settings.
     pub ctx: &'a Ctx,
     /// The API of the provider's kind.
     pub api: &'a Api<P>,
-    /// The status being built; written by the caller after the last phase.
+    /// The status being built; written by the reporter after the last phase.
     pub status: &'a mut ProviderStatus,
+    /// What the phases did besides the conditions, for the reporter to publish.
+    pub notes: &'a mut Vec<Note>,
 }
 
 /// A phase's result: go on with a value, or end the reconcile.
@@ -127,7 +141,7 @@ fn upgrading(status: &ProviderStatus, version: &str) -> bool {
 }
 
 fn preflight_failed(f: preflight::Failure) -> Outcome {
-    problem(PREFLIGHT_CHECK_PASSED, f.reason, f.message)
+    Outcome::failed(PREFLIGHT_CHECK_PASSED, f)
 }
 
 /// Uniqueness and, for a non-core provider, an installed core provider (which it returns).
@@ -187,7 +201,7 @@ async fn resolve_version<P: Served>(s: &mut State<'_, P>, chosen: &Chosen) -> Ph
         Ok(_) => {
             info!(provider = %provider_key(s.p), version = %resolved, "resolved the latest release into spec.version");
             let note = format!("spec.version set to {resolved}, the latest release");
-            publish(s.obj, s.ctx, true, reason::VERSION_RESOLVED, note).await;
+            s.notes.push(Note::normal(reason::VERSION_RESOLVED, note));
             end(Outcome::VersionWritten)
         }
         Err(e) if is_conflict(&e) => version_conflict(s, e).await,
@@ -217,13 +231,11 @@ fn is_conflict(e: &kube::Error) -> bool {
 }
 
 fn version_not_written(e: kube::Error) -> Outcome {
-    Outcome::Transient(
-        Error::Kube(e),
-        Problem {
-            condition: PREFLIGHT_CHECK_PASSED,
-            reason: reason::SOURCE_UNAVAILABLE,
-            message: "writing the resolved version into spec.version failed".into(),
-        },
+    Outcome::transient(
+        e,
+        PREFLIGHT_CHECK_PASSED,
+        reason::SOURCE_UNAVAILABLE,
+        "writing the resolved version into spec.version failed".into(),
     )
 }
 
@@ -238,7 +250,7 @@ async fn latest_version<P: Served>(s: &mut State<'_, P>, chosen: &Chosen) -> Pha
             }
             ControlFlow::Continue(r.version)
         }
-        Err(e) => end(Outcome::from_source(PREFLIGHT_CHECK_PASSED, e)),
+        Err(e) => end(Outcome::failed(PREFLIGHT_CHECK_PASSED, e)),
     }
 }
 
@@ -255,7 +267,7 @@ async fn fetch<P: Served>(
     let share = budget.acquire(budget.estimate(&key, &version)).await;
     let release = match cached_fetch(s, chosen, &version).await {
         Ok(r) => r,
-        Err(e) => return end(Outcome::from_source(PROVIDER_INSTALLED, e)),
+        Err(e) => return end(Outcome::failed(PROVIDER_INSTALLED, e)),
     };
     let size = release.components.len() + release.metadata.len();
     let memory = budget
@@ -313,7 +325,8 @@ async fn cached_fetch<P: Served>(
             warn!(provider = %provider_key(p), version, %why, "release cache entry not used");
             let note =
                 format!("release {version} fetched again; its cache entry was not used: {why}");
-            publish(s.obj, ctx, false, reason::RELEASE_CACHE_MISMATCH, note).await;
+            s.notes
+                .push(Note::warning(reason::RELEASE_CACHE_MISMATCH, note));
         }
         Lookup::Miss => {}
     }
@@ -356,7 +369,7 @@ async fn cached_fetch<P: Served>(
 /// fetched now.
 fn uncached_wait(ctx: &Ctx, key: &str) -> Option<(u32, std::time::Duration)> {
     let (fetches, last) = *ctx.uncached.lock().ok()?.get(key)?;
-    let due = super::reconcile::backoff_delay(fetches, 0.5);
+    let due = backoff_delay(fetches, 0.5);
     due.checked_sub(last.elapsed())
         .filter(|w| !w.is_zero())
         .map(|w| (fetches, w))
@@ -377,7 +390,8 @@ async fn cache_release<P: Served>(
             "release {} is not kept in the release cache and will be fetched again when needed: {e}",
             release.version
         );
-        publish(s.obj, s.ctx, false, reason::RELEASE_NOT_CACHED, note).await;
+        s.notes
+            .push(Note::warning(reason::RELEASE_NOT_CACHED, note));
     }
     record_digest(s, cache, release).await;
     put.is_ok()
@@ -521,11 +535,11 @@ async fn render_phase<P>(
             let message = format!("{e}; {}", found::variables_note(s.p, vars));
             return end(problem(PROVIDER_INSTALLED, e.reason(), message));
         }
-        Err(e) => return end(Outcome::from_render(e)),
+        Err(e) => return end(Outcome::failed(PROVIDER_INSTALLED, e)),
     };
     conditions::set(
         &mut s.status.conditions,
-        &super::readiness::manager_configured(&rendered.managers),
+        &readiness::manager_configured(&rendered.managers),
         s.p.metadata.generation,
     );
     for r in &rendered.managers {
@@ -557,7 +571,7 @@ async fn render_phase<P>(
 }
 
 /// Server-side applies the objects; shows, in an event, a release granting broad powers.
-async fn apply_phase<P: Served>(s: &State<'_, P>, objects: &[Value]) -> Phase<ApplyReport> {
+async fn apply_phase<P: Served>(s: &mut State<'_, P>, objects: &[Value]) -> Phase<ApplyReport> {
     let report = match s
         .ctx
         .applier
@@ -565,12 +579,12 @@ async fn apply_phase<P: Served>(s: &State<'_, P>, objects: &[Value]) -> Phase<Ap
         .await
     {
         Ok(r) => r,
-        Err(e) => return end(Outcome::from_apply(e)),
+        Err(e) => return end(Outcome::failed(PROVIDER_INSTALLED, e)),
     };
     if !report.repaired.is_empty() {
         warn!(provider = %provider_key(s.p), objects = ?report.repaired, "restored objects changed outside the operator");
         let note = repaired_note(&report.repaired);
-        publish(s.obj, s.ctx, false, reason::DRIFT_REPAIRED, note).await;
+        s.notes.push(Note::warning(reason::DRIFT_REPAIRED, note));
     }
     if report.applied > 0 {
         info!(provider = %provider_key(s.p), applied = report.applied, unchanged = report.unchanged, "applied");
@@ -586,7 +600,8 @@ async fn apply_phase<P: Served>(s: &State<'_, P>, objects: &[Value]) -> Phase<Ap
                 "; ",
                 "",
             );
-            publish(s.obj, s.ctx, false, reason::PRIVILEGED_OBJECTS, note).await;
+            s.notes
+                .push(Note::warning(reason::PRIVILEGED_OBJECTS, note));
         }
     }
     ControlFlow::Continue(report)
@@ -604,13 +619,19 @@ fn repaired_note(repaired: &[String]) -> String {
 
 /// Deletes what this provider installed before but no longer renders.
 async fn prune<P: Served>(
-    s: &State<'_, P>,
+    s: &mut State<'_, P>,
     objects: &[&Value],
     paused: bool,
     upgrading: bool,
 ) -> Phase {
     let desired = objects.iter().filter_map(|o| key_of(o).ok()).collect();
-    let stale = plan::stale(s.ctx.world.installed(s.p), &desired, paused, upgrading);
+    let stale = plan::stale(
+        s.ctx.world.installed(s.p),
+        &desired,
+        |k| k.kind.as_str(),
+        paused,
+        upgrading,
+    );
     if stale.is_empty() {
         return ControlFlow::Continue(());
     }
@@ -619,10 +640,10 @@ async fn prune<P: Served>(
         Ok(_) => {
             let names: Vec<String> = stale.iter().map(|(k, _, _)| k.to_string()).collect();
             let note = list_note("removed objects no longer rendered: ", &names, ", ", "");
-            publish(s.obj, s.ctx, true, reason::PRUNED, note).await;
+            s.notes.push(Note::normal(reason::PRUNED, note));
             ControlFlow::Continue(())
         }
-        Err(e) => end(Outcome::from_apply(e)),
+        Err(e) => end(Outcome::failed(PROVIDER_INSTALLED, e)),
     }
 }
 
@@ -630,7 +651,7 @@ async fn prune<P: Served>(
 /// release: a failure is an event, never a failed install. An entry someone else changed (see
 /// [`super::inventory`]) is said to be restored in an event.
 async fn record_in_inventory<P: Served>(
-    s: &State<'_, P>,
+    s: &mut State<'_, P>,
     entry: &Value,
     version: &str,
     changes_version: bool,
@@ -655,21 +676,16 @@ async fn record_in_inventory<P: Served>(
     if let Err(e) = applied {
         warn!(provider = %provider_key(s.p), error = %e, "clusterctl inventory entry not written");
         let note = format!("clusterctl's inventory entry {key} was not written: {e}");
-        publish(s.obj, s.ctx, false, reason::INVENTORY_NOT_WRITTEN, note).await;
+        s.notes
+            .push(Note::warning(reason::INVENTORY_NOT_WRITTEN, note));
         return;
     }
     if let Some(found) = found.filter(|f| f != version && !changes_version) {
         let entry = format!("{}/{}", key.namespace, key.name);
         warn!(provider = %provider_key(s.p), %found, %version, "clusterctl changed the provider; declared state restored");
         let note = super::inventory::reverted_note(&entry, &found, version);
-        publish(
-            s.obj,
-            s.ctx,
-            false,
-            reason::CLUSTERCTL_CHANGE_REVERTED,
-            note,
-        )
-        .await;
+        s.notes
+            .push(Note::warning(reason::CLUSTERCTL_CHANGE_REVERTED, note));
     }
 }
 
@@ -708,7 +724,7 @@ async fn report<P: Served>(
     conditions::set(&mut s.status.conditions, &rendered.verified, generation);
     if changed_version && !first_install && applied.applied > 0 {
         let note = format!("{version} applied");
-        publish(s.obj, s.ctx, true, reason::VERSION_INSTALLED, note).await;
+        s.notes.push(Note::normal(reason::VERSION_INSTALLED, note));
     }
     let ready = match &paused {
         Some(d) => {
@@ -771,7 +787,7 @@ async fn read_variables(ctx: &Ctx, p: &AnyProvider) -> Phase<BTreeMap<String, St
         Err(e) => {
             let message = format!("reading Secret {ns}/{name}: {e}");
             return end(Outcome::transient(
-                Error::Kube(e),
+                e,
                 PROVIDER_INSTALLED,
                 reason::SECRET_NOT_FOUND,
                 message,
@@ -825,7 +841,7 @@ async fn read_additional_manifests(ctx: &Ctx, p: &AnyProvider) -> Phase<Option<S
         Err(e) => {
             let message = format!("reading ConfigMap {ns}/{}: {e}", r.name);
             end(Outcome::transient(
-                Error::Kube(e),
+                e,
                 PROVIDER_INSTALLED,
                 reason::ADDITIONAL_MANIFESTS,
                 message,
@@ -847,9 +863,9 @@ pub(super) async fn readiness(ctx: &Ctx, p: &AnyProvider) -> Desired {
     }
     let mut names: Vec<&str> = Vec::new();
     for d in &deployments {
-        if let Err(why) = super::readiness::availability(d) {
+        if let Err(why) = readiness::availability(d) {
             let pods = pods_of(ctx, d).await;
-            return super::readiness::not_ready(d, &why, &pods);
+            return readiness::not_ready(d, &why, &pods);
         }
         names.push(d.metadata.name.as_deref().unwrap_or(""));
     }

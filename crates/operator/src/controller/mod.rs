@@ -5,18 +5,17 @@
 
 pub mod apply;
 pub mod budget;
-pub mod conditions;
+pub mod decide;
+use decide::readiness;
 pub mod events;
 mod found;
 pub mod inputs;
 pub mod install;
 pub mod inventory;
-pub mod kstatus;
 pub mod labels;
 pub mod owned;
-pub mod preflight;
-pub mod readiness;
 pub mod reconcile;
+pub mod report;
 pub mod served;
 pub mod source;
 #[cfg(test)]

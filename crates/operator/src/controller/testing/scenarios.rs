@@ -18,8 +18,8 @@ use super::fake_api::{FakeApi, Recorded};
 use crate::controller::{
     Ctx, FIELD_MANAGER, Lister, Options, World,
     apply::Applier,
-    readiness::Rechecks,
-    reconcile::{self, reason},
+    decide::{readiness::Rechecks, reason},
+    reconcile,
 };
 
 const NS: &str = "capi-system";

@@ -13,7 +13,8 @@ use kube::runtime::controller::Action;
 use crate::controller::testing::fake_api::FakeApi;
 use crate::controller::{
     Ctx, Options,
-    reconcile::{self, reason},
+    decide::reason,
+    reconcile,
     source::{RELEASE_CACHE_LABEL, RELEASE_SOURCE_ANNOTATION, Release, release_digest},
 };
 

@@ -4,9 +4,8 @@
 use std::collections::BTreeSet;
 
 use capi_operator_api::{AnyProvider, ProviderStatus, conditions::PAUSED};
-use kube::api::ApiResource;
 
-use crate::controller::{apply::ObjKey, conditions::Desired, reconcile::reason};
+use super::{conditions::Desired, reason};
 
 fn named(p: &AnyProvider) -> String {
     format!("{} {}/{}", p.provider_type.kind(), p.namespace(), p.name())
@@ -90,19 +89,21 @@ pub fn pause_condition(
 /// What this provider installed before but no longer renders. CRDs and namespaces are never
 /// pruned (deleting a CRD deletes every custom resource of it), and a paused provider whose
 /// version does not change is left as it is.
-pub fn stale(
-    installed: Vec<(ObjKey, ApiResource, bool)>,
-    desired: &BTreeSet<ObjKey>,
+/// `kind` gives an object key's kind.
+pub fn stale<K: Ord, R>(
+    installed: Vec<(K, R, bool)>,
+    desired: &BTreeSet<K>,
+    kind: impl Fn(&K) -> &str,
     paused: bool,
     upgrading: bool,
-) -> Vec<(ObjKey, ApiResource, bool)> {
+) -> Vec<(K, R, bool)> {
     if paused && !upgrading {
         return Vec::new();
     }
     installed
         .into_iter()
         .filter(|(k, _, _)| !desired.contains(k))
-        .filter(|(k, _, _)| k.kind != "CustomResourceDefinition" && k.kind != "Namespace")
+        .filter(|(k, _, _)| !matches!(kind(k), "CustomResourceDefinition" | "Namespace"))
         .collect()
 }
 
@@ -111,7 +112,9 @@ mod tests {
     use super::*;
     use capi_operator_api::{ProviderSpec, ProviderType};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use kube::api::GroupVersionKind;
+    use kube::api::{ApiResource, GroupVersionKind};
+
+    use crate::controller::apply::ObjKey;
 
     fn provider(t: ProviderType, name: &str, paused: bool, contract: Option<&str>) -> AnyProvider {
         AnyProvider {
@@ -300,7 +303,13 @@ mod tests {
         ];
         for (paused, upgrading, want) in cases {
             assert_eq!(
-                names(stale(installed(), &desired, paused, upgrading)),
+                names(stale(
+                    installed(),
+                    &desired,
+                    |k| k.kind.as_str(),
+                    paused,
+                    upgrading
+                )),
                 want,
                 "paused={paused} upgrading={upgrading}"
             );

@@ -93,8 +93,8 @@ fn installed(status: &ProviderStatus) -> (Pair<'_>, Pair<'_>) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::conditions;
     use super::*;
-    use crate::controller::conditions;
 
     fn status(conds: &[Desired]) -> ProviderStatus {
         let mut s = ProviderStatus::default();

@@ -4,11 +4,11 @@
 use capi_components::{defaults, version};
 use capi_operator_api::{AnyProvider, ProviderType, note::found_note};
 
-/// Condition reasons of failed preflight checks.
-pub use capi_operator_api::conditions::reason;
+use super::reason;
 
 /// A failed check: condition reason and message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct Failure {
     /// Condition reason.
     pub reason: &'static str,

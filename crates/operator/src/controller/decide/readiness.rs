@@ -22,7 +22,7 @@ use k8s_openapi::api::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
-use super::{conditions::Desired, reconcile::reason};
+use super::{conditions::Desired, reason};
 
 /// Waiting reasons of a container whose image cannot be pulled.
 const IMAGE_PULL_FAILURES: &[&str] = &[
