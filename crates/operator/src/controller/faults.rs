@@ -30,7 +30,7 @@ use std::{
 
 use capi_operator_api::{
     AnyProvider, BootstrapProvider, CONFIGMAP_VERSION_LABEL, CoreProvider, InfrastructureProvider,
-    OWNER_KIND_LABEL, ProviderType,
+    OWNER_KIND_LABEL,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
@@ -40,10 +40,11 @@ use kube::{
 use serde_json::{Value, json};
 
 use super::{
-    Ctx, FIELD_MANAGER, Lister, Options, OwnedKinds, World,
+    Ctx, FIELD_MANAGER, Options, OwnedKinds, World,
     apply::Applier,
     fake_api::{FakeApi, Fault, Rng},
     reconcile,
+    world::Index,
 };
 use crate::fence::Fence;
 
@@ -204,7 +205,7 @@ struct Process {
     ctx: Arc<Ctx>,
     providers: Arc<Mutex<Vec<Value>>>,
     owned: Vec<Writer<PartialObjectMeta<DynamicObject>>>,
-    deployments: Writer<Deployment>,
+    index: Arc<Index>,
 }
 
 /// Kinds of the sample releases the caches watch.
@@ -228,19 +229,6 @@ impl Process {
         fence.grant_until(started + Duration::from_secs(86_400));
         let client = fake.client_for(id, fence);
         let cache: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let mut providers: BTreeMap<ProviderType, Vec<Lister>> = BTreeMap::new();
-        for t in ProviderType::ALL {
-            let cache = cache.clone();
-            let lister: Lister = Arc::new(move || {
-                let objects = cache.lock().map(|c| c.clone()).unwrap_or_default();
-                objects
-                    .into_iter()
-                    .filter(|o| o["kind"] == t.kind())
-                    .filter_map(|o| AnyProvider::from_value(o).ok())
-                    .collect()
-            });
-            providers.insert(t, vec![lister]);
-        }
         let mut owned = Vec::new();
         let mut writers = Vec::new();
         for (g, v, k, namespaced) in OWNED {
@@ -249,7 +237,7 @@ impl Process {
             owned.push((resource, *namespaced, writer.as_reader()));
             writers.push(writer);
         }
-        let deployments = Writer::default();
+        let index = Arc::<Index>::default();
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
             instance: Some(format!("process-{id}")),
@@ -258,11 +246,7 @@ impl Process {
             recorder: super::events::Events::new(client.clone(), reporter),
             applier: Applier::new(client.clone()),
             client,
-            world: World {
-                providers,
-                owned: OwnedKinds::fixed(owned),
-                deployments: deployments.as_reader(),
-            },
+            world: World::new(index.clone(), OwnedKinds::fixed(owned)),
             opts: Options {
                 config_retry: Duration::from_secs(60),
                 clusterctl_inventory: false,
@@ -280,7 +264,7 @@ impl Process {
             ctx,
             providers: cache,
             owned: writers,
-            deployments,
+            index,
         };
         // A starting operator lists everything before it reconciles.
         p.refresh(fake);
@@ -300,23 +284,34 @@ impl Process {
                 .cloned()
                 .collect()
         };
-        for (w, (_, _, kind, _)) in self.owned.iter_mut().zip(OWNED) {
-            let items = labelled(kind)
+        for (w, (g, v, kind, namespaced)) in self.owned.iter_mut().zip(OWNED) {
+            let items: Vec<PartialObjectMeta<DynamicObject>> = labelled(kind)
                 .into_iter()
                 .filter_map(|o| serde_json::from_value(o).ok())
                 .collect();
+            let resource = Arc::new(ApiResource::from_gvk(&GroupVersionKind::gvk(g, v, kind)));
+            for ev in relist_events(items.clone()) {
+                self.index.feed_installed(&resource, *namespaced, &ev);
+            }
             relist(w, items);
         }
         let items = labelled("Deployment")
             .into_iter()
             .filter_map(|o| serde_json::from_value(o).ok())
             .collect();
-        relist(&mut self.deployments, items);
-        let providers = objects
+        for ev in relist_events::<Deployment>(items) {
+            self.index.feed_deployment(&ev);
+        }
+        let providers: Vec<Value> = objects
             .into_iter()
             .filter(|(p, _)| p.starts_with("/apis/management.cluster.x-k8s.io/"))
             .map(|(_, o)| o)
             .collect();
+        let read = providers
+            .iter()
+            .cloned()
+            .filter_map(|o| AnyProvider::from_value(o).ok());
+        self.index.replace_providers(read.collect());
         if let Ok(mut c) = self.providers.lock() {
             *c = providers;
         }
@@ -336,11 +331,18 @@ where
     K: kube::Resource + Clone,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    w.apply_watcher_event(&watcher::Event::Init);
-    for o in items {
-        w.apply_watcher_event(&watcher::Event::InitApply(o));
+    for ev in relist_events(items) {
+        w.apply_watcher_event(&ev);
     }
-    w.apply_watcher_event(&watcher::Event::InitDone);
+}
+
+/// The events of a watch's relist finding `items`.
+fn relist_events<K>(items: Vec<K>) -> Vec<watcher::Event<K>> {
+    let listed = items.into_iter().map(watcher::Event::InitApply);
+    std::iter::once(watcher::Event::Init)
+        .chain(listed)
+        .chain([watcher::Event::InitDone])
+        .collect()
 }
 
 /// How one reconcile ended.
