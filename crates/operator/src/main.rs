@@ -222,18 +222,23 @@ fn trust_ca_bundle(flag: Option<&std::path::Path>) -> anyhow::Result<()> {
     }
 }
 
-fn run_operator(args: RunArgs) -> anyhow::Result<()> {
+/// Logs to stderr, filtered by `RUST_LOG` (info by default), as JSON or text.
+fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
-    if args.log_format == "json" {
+    if format == "json" {
         builder.json().init();
     } else {
         builder.init();
     }
+}
+
+fn run_operator(args: RunArgs) -> anyhow::Result<()> {
+    init_logging(&args.log_format);
     trust_ca_bundle(args.ca_bundle.as_deref())?;
     let secs = std::time::Duration::from_secs;
     let leader_election = args.leader_elect.then(|| leader::LeaseConfig {

@@ -20,8 +20,9 @@ use tokio::task::JoinHandle;
 use tracing::debug;
 
 use super::{
-    Ctx, Target, Triggers, providers_where, route,
+    Ctx,
     source::{self, Input},
+    wake::{Target, Triggers, route},
 };
 
 /// One watch: what it watches and where.
@@ -143,5 +144,5 @@ fn readers(
     let (Some(ctx), Some(ns)) = (ctx.upgrade(), namespace) else {
         return Vec::new();
     };
-    providers_where(&ctx, |p| reads(p, &ns))
+    ctx.world.targets_where(|p| reads(p, &ns))
 }

@@ -24,9 +24,17 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::{
-    OWNED_KINDS, Task, Triggers, apply, changes_that_wake, installer, route, selector,
-    what_wakes_for_installed,
+    OWNED_KINDS,
+    wake::{Task, Triggers, route},
+    world::Index,
 };
+
+/// The watches of installed objects see only what carries owner labels.
+pub fn selector() -> watcher::Config {
+    watcher::Config::default()
+        .labels(super::OWNER_KIND_LABEL)
+        .any_semantic()
+}
 
 /// One watched kind of installed objects.
 pub struct OwnedKind {
@@ -52,6 +60,7 @@ impl Drop for OwnedKind {
 struct Watching {
     client: Client,
     triggers: Triggers,
+    index: Arc<Index>,
 }
 
 /// The watched kinds of installed objects; grows and shrinks with the CRDs the cluster serves.
@@ -103,10 +112,15 @@ impl OwnedKinds {
 }
 
 impl OwnedKinds {
-    /// Kinds whose watches route changes through `triggers`; none until [`Self::discover`].
-    pub(super) fn new(client: Client, triggers: Triggers) -> OwnedKinds {
+    /// Kinds whose watches feed `index` and route changes through `triggers`; none until
+    /// [`Self::discover`].
+    pub(super) fn new(client: Client, triggers: Triggers, index: Arc<Index>) -> OwnedKinds {
         OwnedKinds {
-            watching: Some(Watching { client, triggers }),
+            watching: Some(Watching {
+                client,
+                triggers,
+                index,
+            }),
             ..OwnedKinds::default()
         }
     }
@@ -166,6 +180,7 @@ impl OwnedKinds {
                     if let Ok(mut kinds) = self.kinds.write() {
                         kinds.retain(|o| !(o.resource.group == *g && o.resource.kind == *k));
                     }
+                    w.index.forget_kind(g, k);
                     changed = true;
                 }
                 Err(e) if watched => warn!(kind = *k, group = *g, error = %e, "discovery failed"),
@@ -188,18 +203,21 @@ impl OwnedKinds {
     }
 }
 
-/// Starts the watch of installed objects of `ar`; each change wakes the provider that
-/// installed the object. The first list finds what was applied before the watch started.
+/// Starts the watch of installed objects of `ar`, feeding the index; each change that concerns
+/// the provider that installed the object wakes it. The first list finds what was applied
+/// before the watch started. (The watch's own cache tells when that list is complete.)
 fn watch(w: &Watching, ar: ApiResource, namespaced: bool) -> OwnedKind {
     let writer = reflector::store::Writer::new(ar.clone());
     let store = writer.as_reader();
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(w.client.clone(), &ar);
-    let generation_kind = apply::GENERATION_KINDS.contains(&ar.kind.as_str());
     let events = watcher(api, selector()).default_backoff().reflect(writer);
-    let stream = changes_that_wake(events, move |o: &PartialObjectMeta<DynamicObject>| {
-        what_wakes_for_installed(generation_kind, &o.metadata)
-    });
-    let task = tokio::spawn(route(stream, w.triggers.clone(), installer));
+    let (index, resource) = (w.index.clone(), Arc::new(ar.clone()));
+    let task = tokio::spawn(route(events, w.triggers.clone(), move |ev| {
+        index
+            .feed_installed(&resource, namespaced, ev)
+            .into_iter()
+            .collect()
+    }));
     OwnedKind {
         resource: ar,
         namespaced,

@@ -30,7 +30,7 @@ use std::{
 
 use capi_operator_api::{
     AnyProvider, BootstrapProvider, CONFIGMAP_VERSION_LABEL, CoreProvider, InfrastructureProvider,
-    OWNER_KIND_LABEL, ProviderType,
+    OWNER_KIND_LABEL,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
@@ -41,7 +41,7 @@ use serde_json::{Value, json};
 
 use super::fake_api::{FakeApi, Fault, Rng};
 use crate::controller::{
-    Ctx, FIELD_MANAGER, Lister, Options, OwnedKinds, World, apply::Applier, reconcile,
+    Ctx, FIELD_MANAGER, Options, OwnedKinds, World, apply::Applier, reconcile, world::Index,
 };
 use crate::fence::Fence;
 
@@ -202,7 +202,7 @@ struct Process {
     ctx: Arc<Ctx>,
     providers: Arc<Mutex<Vec<Value>>>,
     owned: Vec<Writer<PartialObjectMeta<DynamicObject>>>,
-    deployments: Writer<Deployment>,
+    index: Arc<Index>,
 }
 
 /// Kinds of the sample releases the caches watch.
@@ -226,19 +226,6 @@ impl Process {
         fence.grant_until(started + Duration::from_secs(86_400));
         let client = fake.client_for(id, fence);
         let cache: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let mut providers: BTreeMap<ProviderType, Vec<Lister>> = BTreeMap::new();
-        for t in ProviderType::ALL {
-            let cache = cache.clone();
-            let lister: Lister = Arc::new(move || {
-                let objects = cache.lock().map(|c| c.clone()).unwrap_or_default();
-                objects
-                    .into_iter()
-                    .filter(|o| o["kind"] == t.kind())
-                    .filter_map(|o| AnyProvider::from_value(o).ok())
-                    .collect()
-            });
-            providers.insert(t, vec![lister]);
-        }
         let mut owned = Vec::new();
         let mut writers = Vec::new();
         for (g, v, k, namespaced) in OWNED {
@@ -247,7 +234,7 @@ impl Process {
             owned.push((resource, *namespaced, writer.as_reader()));
             writers.push(writer);
         }
-        let deployments = Writer::default();
+        let index = Arc::<Index>::default();
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
             instance: Some(format!("process-{id}")),
@@ -256,11 +243,7 @@ impl Process {
             recorder: crate::controller::events::Events::new(client.clone(), reporter),
             applier: Applier::new(client.clone()),
             client,
-            world: World {
-                providers,
-                owned: OwnedKinds::fixed(owned),
-                deployments: deployments.as_reader(),
-            },
+            world: World::new(index.clone(), OwnedKinds::fixed(owned)),
             opts: Options {
                 config_retry: Duration::from_secs(60),
                 clusterctl_inventory: false,
@@ -278,7 +261,7 @@ impl Process {
             ctx,
             providers: cache,
             owned: writers,
-            deployments,
+            index,
         };
         // A starting operator lists everything before it reconciles.
         p.refresh(fake);
@@ -298,23 +281,34 @@ impl Process {
                 .cloned()
                 .collect()
         };
-        for (w, (_, _, kind, _)) in self.owned.iter_mut().zip(OWNED) {
-            let items = labelled(kind)
+        for (w, (g, v, kind, namespaced)) in self.owned.iter_mut().zip(OWNED) {
+            let items: Vec<PartialObjectMeta<DynamicObject>> = labelled(kind)
                 .into_iter()
                 .filter_map(|o| serde_json::from_value(o).ok())
                 .collect();
+            let resource = Arc::new(ApiResource::from_gvk(&GroupVersionKind::gvk(g, v, kind)));
+            for ev in relist_events(items.clone()) {
+                self.index.feed_installed(&resource, *namespaced, &ev);
+            }
             relist(w, items);
         }
         let items = labelled("Deployment")
             .into_iter()
             .filter_map(|o| serde_json::from_value(o).ok())
             .collect();
-        relist(&mut self.deployments, items);
-        let providers = objects
+        for ev in relist_events::<Deployment>(items) {
+            self.index.feed_deployment(&ev);
+        }
+        let providers: Vec<Value> = objects
             .into_iter()
             .filter(|(p, _)| p.starts_with("/apis/management.cluster.x-k8s.io/"))
             .map(|(_, o)| o)
             .collect();
+        let read = providers
+            .iter()
+            .cloned()
+            .filter_map(|o| AnyProvider::from_value(o).ok());
+        self.index.replace_providers(read.collect());
         if let Ok(mut c) = self.providers.lock() {
             *c = providers;
         }
@@ -334,11 +328,18 @@ where
     K: kube::Resource + Clone,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    w.apply_watcher_event(&watcher::Event::Init);
-    for o in items {
-        w.apply_watcher_event(&watcher::Event::InitApply(o));
+    for ev in relist_events(items) {
+        w.apply_watcher_event(&ev);
     }
-    w.apply_watcher_event(&watcher::Event::InitDone);
+}
+
+/// The events of a watch's relist finding `items`.
+fn relist_events<K>(items: Vec<K>) -> Vec<watcher::Event<K>> {
+    let listed = items.into_iter().map(watcher::Event::InitApply);
+    std::iter::once(watcher::Event::Init)
+        .chain(listed)
+        .chain([watcher::Event::InitDone])
+        .collect()
 }
 
 /// How one reconcile ended.

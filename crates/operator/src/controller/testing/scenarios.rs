@@ -8,18 +8,19 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use capi_operator_api::{
     AnyProvider, CONFIGMAP_VERSION_LABEL, CoreProvider, FINALIZER, ORIGINAL_REPLICAS_ANNOTATION,
-    OWNER_KIND_LABEL, OWNER_NAME_LABEL, ProviderType,
+    OWNER_KIND_LABEL, OWNER_NAME_LABEL,
 };
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::runtime::{controller::Action, events::Reporter, reflector, watcher};
+use kube::runtime::{controller::Action, events::Reporter, watcher};
 use serde_json::{Value, json};
 
 use super::fake_api::{FakeApi, Recorded};
 use crate::controller::{
-    Ctx, FIELD_MANAGER, Lister, Options, World,
+    Ctx, FIELD_MANAGER, Options, World,
     apply::Applier,
     decide::{readiness::Rechecks, reason},
     reconcile,
+    world::Index,
 };
 
 const NS: &str = "capi-system";
@@ -59,27 +60,18 @@ fn fake_with_release() -> Arc<FakeApi> {
 
 /// The reconciler's context over the fake, with `others` in the provider caches.
 fn ctx(fake: &Arc<FakeApi>, others: Vec<AnyProvider>) -> Arc<Ctx> {
-    let (deployments, _writer) = reflector::store();
-    ctx_with(fake, others, deployments, Rechecks::default())
+    ctx_with(fake, others, Arc::default(), Rechecks::default())
 }
 
 /// [`ctx`] with a cache of installed Deployments and readiness rechecks on a chosen clock.
 fn ctx_with(
     fake: &Arc<FakeApi>,
     others: Vec<AnyProvider>,
-    deployments: reflector::Store<Deployment>,
+    index: Arc<Index>,
     rechecks: Rechecks,
 ) -> Arc<Ctx> {
     let client = fake.client();
-    let mut providers: BTreeMap<ProviderType, Vec<Lister>> = BTreeMap::new();
-    for t in ProviderType::ALL {
-        let of_type: Vec<AnyProvider> = others
-            .iter()
-            .filter(|p| p.provider_type == t)
-            .cloned()
-            .collect();
-        providers.insert(t, vec![Arc::new(move || of_type.clone())]);
-    }
+    index.replace_providers(others);
     let reporter = Reporter {
         controller: FIELD_MANAGER.into(),
         instance: None,
@@ -88,11 +80,7 @@ fn ctx_with(
         recorder: crate::controller::events::Events::new(client.clone(), reporter),
         applier: Applier::new(client.clone()),
         client,
-        world: World {
-            providers,
-            owned: crate::controller::OwnedKinds::default(),
-            deployments,
-        },
+        world: World::new(index, crate::controller::OwnedKinds::default()),
         opts: Options {
             config_retry: Duration::from_secs(60),
             ..Options::default()
@@ -633,7 +621,7 @@ fn stored_provider(fake: &FakeApi) -> Result<Arc<CoreProvider>, Box<dyn std::err
 /// into the Deployment cache as its watch would.
 fn cache_deployment(
     fake: &FakeApi,
-    writer: &mut reflector::store::Writer<Deployment>,
+    writer: &Index,
     available: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut d = fake.get(DEPLOYMENT).ok_or("no Deployment applied")?;
@@ -647,27 +635,22 @@ fn cache_deployment(
     d["status"] = json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
         "availableReplicas": if available { 2 } else { 0 }, "conditions": [condition]});
     let d: Deployment = serde_json::from_value(d)?;
-    writer.apply_watcher_event(&watcher::Event::Apply(d));
+    writer.feed_deployment(&watcher::Event::Apply(d));
     Ok(())
 }
 
-type Setup = (
-    Arc<FakeApi>,
-    Arc<Ctx>,
-    TestClock,
-    reflector::store::Writer<Deployment>,
-);
+type Setup = (Arc<FakeApi>, Arc<Ctx>, TestClock, Arc<Index>);
 
 /// An installed provider whose Deployment is not available, after the full pass its Deployment
 /// appearing brought: Ready=False (NotAvailable).
 async fn unready_provider() -> Result<Setup, Box<dyn std::error::Error>> {
     let fake = fake_with_release();
     let clock = TestClock::new();
-    let (store, mut writer) = reflector::store();
-    let ctx = ctx_with(&fake, vec![], store, clock.rechecks());
+    let writer = Arc::<Index>::default();
+    let ctx = ctx_with(&fake, vec![], writer.clone(), clock.rechecks());
     fake.put(PROVIDER, core(json!({"version": "v1.0.0"}), &[FINALIZER]));
     reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
-    cache_deployment(&fake, &mut writer, false)?;
+    cache_deployment(&fake, &writer, false)?;
     reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
     let status = fake.get(PROVIDER).ok_or("provider gone")?["status"].clone();
     let ready = condition(&status, "Ready").ok_or("no Ready")?;
@@ -726,7 +709,7 @@ async fn an_unready_provider_rechecks_only_its_pods_and_backs_off()
 #[tokio::test]
 async fn rechecks_give_way_to_an_available_deployment_and_to_a_changed_spec()
 -> Result<(), Box<dyn std::error::Error>> {
-    let (fake, ctx, clock, mut writer) = unready_provider().await?;
+    let (fake, ctx, clock, writer) = unready_provider().await?;
     let configmaps = format!("/api/v1/namespaces/{NS}/configmaps");
     let full_passes = |from: usize| {
         fake.requests()[from..]
@@ -751,7 +734,7 @@ async fn rechecks_give_way_to_an_available_deployment_and_to_a_changed_spec()
     reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
     assert_eq!(full_passes(before), 1, "a changed spec runs the pipeline");
     // The Deployment turns Available; its watch wakes the provider at once: Ready.
-    cache_deployment(&fake, &mut writer, true)?;
+    cache_deployment(&fake, &writer, true)?;
     clock.advance(Duration::from_millis(100));
     reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
     let status = fake.get(PROVIDER).ok_or("provider gone")?["status"].clone();
@@ -767,9 +750,9 @@ async fn rechecks_give_way_to_an_available_deployment_and_to_a_changed_spec()
 #[tokio::test]
 async fn a_recheck_that_finds_the_deployment_available_reports_ready()
 -> Result<(), Box<dyn std::error::Error>> {
-    let (fake, ctx, clock, mut writer) = unready_provider().await?;
+    let (fake, ctx, clock, writer) = unready_provider().await?;
     // Available, but the wake was missed (or merged with the due recheck).
-    cache_deployment(&fake, &mut writer, true)?;
+    cache_deployment(&fake, &writer, true)?;
     clock.advance(Duration::from_secs(5));
     let before = fake.requests().len();
     let action = reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
