@@ -8,7 +8,7 @@
 use capi_operator_api::{AnyProvider, ProviderType};
 use serde_json::{Value, json};
 
-use crate::finalize::label_owned;
+use crate::before_apply::label_owned;
 
 /// API group of the inventory.
 pub const GROUP: &str = "clusterctl.cluster.x-k8s.io";

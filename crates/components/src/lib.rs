@@ -4,10 +4,10 @@
 //! It has no Kubernetes client and no network code: releases are fetched by the
 //! `capi-release-sources` crate.
 
+pub mod before_apply;
 pub mod contract;
 pub mod customize;
 pub mod defaults;
-pub mod finalize;
 pub mod inventory;
 pub mod manager_args;
 pub mod managers;

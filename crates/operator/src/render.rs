@@ -4,7 +4,7 @@ use std::{collections::BTreeMap, path::Path};
 
 use anyhow::{Context, bail};
 use capi_components::{
-    finalize::{Pause, finalize},
+    before_apply::{Pause, finalize},
     render::{RenderExtras, render_with},
 };
 use capi_operator_api::AnyProvider;

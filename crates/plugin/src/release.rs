@@ -42,7 +42,7 @@ pub struct SourceFlags {
 pub use capi_kube_configmaps::KubeConfigMaps;
 
 /// A release source of any kind, ConfigMaps read through the cluster.
-pub type AnySource = capi_release_sources::any::AnySource<KubeConfigMaps>;
+pub type AnySource = capi_release_sources::any_source::AnySource<KubeConfigMaps>;
 
 /// What a provider object's fetchConfig should say for a source.
 #[derive(Debug, Clone, PartialEq, Eq)]

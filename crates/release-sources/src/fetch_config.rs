@@ -13,7 +13,7 @@ use capi_operator_api::{FetchConfiguration, ProviderType};
 
 use crate::{
     SourceError,
-    any::AnySource,
+    any_source::AnySource,
     configmap::{ConfigMapReader, ConfigMapSource, selector_query},
     github::{GitHubSource, GitHubUrl},
     gitlab::{GitLabSource, GitLabUrl},

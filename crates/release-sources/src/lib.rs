@@ -2,9 +2,9 @@
 //! questions through [`ReleaseSource`]: which versions exist, and what a file of one version
 //! holds. The concrete kinds are GitHub releases ([`github`]), GitLab generic packages
 //! ([`gitlab`]), OCI artifacts ([`oci`]), clusterctl's local-repository layout ([`local`]) and the
-//! air-gapped ConfigMaps ([`configmap`], written by [`airgap`]); [`any::AnySource`] dispatches
-//! over them, and [`fetch_config::source_for_provider`] is the one mapping from a provider's
-//! fetchConfig to its source, shared by the operator and the kubectl plugin.
+//! air-gapped ConfigMaps ([`configmap`], written by [`airgap`]); [`any_source::AnySource`]
+//! dispatches over them, and [`fetch_config::source_for_provider`] is the one mapping from a
+//! provider's fetchConfig to its source, shared by the operator and the kubectl plugin.
 //!
 //! This is the only crate of the workspace with network code for releases; the components
 //! engine (`capi-components`) renders what it fetches.
@@ -127,7 +127,7 @@ pub fn versions_note(mut listed: Vec<String>) -> String {
 }
 
 pub mod airgap;
-pub mod any;
+pub mod any_source;
 pub mod configmap;
 pub mod fetch_config;
 pub mod github;

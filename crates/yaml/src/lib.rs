@@ -16,7 +16,7 @@
 //! the limits. `tests/differential.rs`, `tests/tricky.rs` and `tests/roundtrip.rs` hold the
 //! two parsers to the same results.
 
-mod fast;
+mod block_parser;
 mod scalar;
 
 use serde::{Serialize, de::DeserializeOwned};
@@ -95,7 +95,7 @@ fn check_size(text: &str, limits: &Limits) -> Result<(), Error> {
 /// (null) documents. The fast parser is tried first, serde-saphyr when it gives up.
 pub fn parse_documents(text: &str, limits: &Limits) -> Result<Vec<Value>, Error> {
     check_size(text, limits)?;
-    match fast::parse(text, limits) {
+    match block_parser::parse(text, limits) {
         Ok(docs) => Ok(docs),
         Err(_) => parse_documents_full(text, limits),
     }
@@ -114,7 +114,7 @@ pub mod internals {
     use super::{Error, Limits, Value};
 
     /// Why the fast parser gave up on an input.
-    pub use crate::fast::Bail;
+    pub use crate::block_parser::Bail;
 
     /// The fast parser alone: `Err` when it gives up (and `parse_documents` would fall
     /// back to serde-saphyr).
@@ -122,7 +122,7 @@ pub mod internals {
         if text.len() > limits.max_bytes {
             return Err(Bail("input exceeds max_bytes"));
         }
-        crate::fast::parse(text, limits)
+        crate::block_parser::parse(text, limits)
     }
 
     /// serde-saphyr alone, as `parse_documents` was before the fast parser.

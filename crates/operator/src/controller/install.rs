@@ -8,8 +8,8 @@
 use std::{collections::BTreeMap, ops::ControlFlow};
 
 use capi_components::{
+    before_apply::{Pause, finalize},
     contract::{self as release_contract, Severity},
-    finalize::{Pause, finalize},
     metadata::Metadata,
     render,
 };
