@@ -59,19 +59,15 @@ pub async fn status<P: Served>(
 }
 
 /// Reports a reconcile that failed with `err`: the reconcile-errors metric under its reason,
-/// and a Warning event with that reason and its message. A failure a phase showed on a
-/// condition has that condition's reason and message, so its event repeats the condition's
-/// (a series, see [`super::events`]). A write conflict is only counted: it means the object
-/// changed meanwhile, and the retry on a fresh read is routine, not news. The event is
-/// published in the background, as the error policy does not wait.
+/// and its Warning note (see [`Error::note`]). A failure a phase showed on a condition has that
+/// condition's reason and message, so its event repeats the condition's (a series, see
+/// [`super::events`]). The event is published in the background, as the error policy does not
+/// wait.
 pub fn failure<P: Served>(obj: Arc<P>, ctx: Arc<Ctx>, err: &Error) {
-    let reason = err.reason();
-    ctx.opts.metrics.failed(P::TYPE.kind(), reason);
-    if err.is_conflict() {
-        return;
+    ctx.opts.metrics.failed(P::TYPE.kind(), err.reason());
+    if let Some(note) = err.note() {
+        tokio::spawn(async move { publish_notes(obj.as_ref(), &ctx, vec![note]).await });
     }
-    let message = err.message();
-    tokio::spawn(async move { publish(obj.as_ref(), &ctx, false, reason, message).await });
 }
 
 /// Writes the Deleting condition (and kstatus) when it changed.

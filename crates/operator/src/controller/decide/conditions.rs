@@ -158,110 +158,134 @@ mod tests {
         v.remove(0)
     }
 
-    #[test]
-    fn events_are_news_not_progress() {
-        use reason as r;
-        // (before, now, worth an event)
-        let cases = [
-            // A plain install: only the milestones.
-            (
-                None,
-                cond(PREFLIGHT_CHECK_PASSED, false, r::WAITING_FOR_CORE),
-                false,
-            ),
-            (
-                None,
-                cond(PROVIDER_INSTALLED, false, r::PREFLIGHT_CHECK_FAILED),
-                false,
-            ),
-            (
-                Some(cond(PREFLIGHT_CHECK_PASSED, false, r::WAITING_FOR_CORE)),
-                cond(PREFLIGHT_CHECK_PASSED, true, r::PASSED),
-                false,
-            ),
-            (None, cond(PREFLIGHT_CHECK_PASSED, true, r::PASSED), false),
-            (
-                None,
-                cond(MANAGER_CONFIGURED, true, r::MANAGER_SETTINGS_APPLIED),
-                false,
-            ),
-            (None, cond(CONTRACT_VERIFIED, true, r::CONTRACT_OK), false),
-            (
-                Some(cond(PROVIDER_INSTALLED, false, r::PREFLIGHT_CHECK_FAILED)),
-                cond(PROVIDER_INSTALLED, true, r::INSTALLED),
-                true,
-            ),
-            (None, cond(READY, false, r::NOT_AVAILABLE), false),
-            (
-                Some(cond(READY, false, r::NOT_AVAILABLE)),
-                cond(READY, true, r::AVAILABLE),
-                true,
-            ),
-            // Problems and their end.
-            (
-                None,
-                cond(CONTRACT_VERIFIED, false, r::CONTRACT_FINDINGS),
-                true,
-            ),
-            (
-                None,
-                cond(PROVIDER_INSTALLED, false, r::MISSING_VARIABLES),
-                true,
-            ),
-            (
-                Some(cond(PREFLIGHT_CHECK_PASSED, false, r::CONTRACT_MISMATCH)),
-                cond(PREFLIGHT_CHECK_PASSED, true, r::PASSED),
-                true,
-            ),
-            (
-                Some(cond(MANAGER_CONFIGURED, false, r::MANAGER_SETTINGS_IGNORED)),
-                cond(MANAGER_CONFIGURED, true, r::MANAGER_SETTINGS_APPLIED),
-                true,
-            ),
-            (
-                Some(cond(READY, false, r::NOT_AVAILABLE)),
-                cond(READY, false, r::MANAGER_CRASH_LOOPING),
-                true,
-            ),
-            // A Ready provider losing its Deployments.
-            (
-                Some(cond(READY, true, r::AVAILABLE)),
-                cond(READY, false, r::NOT_AVAILABLE),
-                true,
-            ),
-            (
-                Some(cond(READY, true, r::AVAILABLE)),
-                cond(READY, false, go_reason::MINIMUM_REPLICAS_UNAVAILABLE),
-                true,
-            ),
-            // Nothing changed.
-            (
-                Some(cond(READY, true, r::AVAILABLE)),
-                cond(READY, true, r::AVAILABLE),
-                false,
-            ),
-            (
-                Some(cond(PROVIDER_INSTALLED, false, r::MISSING_VARIABLES)),
-                cond(PROVIDER_INSTALLED, false, r::MISSING_VARIABLES),
-                false,
-            ),
-            // Pause and deletion.
-            (None, cond(PAUSED, true, r::PAUSED), true),
-            (
-                Some(cond(PAUSED, true, r::PAUSED)),
-                cond(PAUSED, false, r::NOT_PAUSED),
-                true,
-            ),
-            (None, cond(DELETING, true, r::DELETING), true),
-            (None, cond(DELETING, false, r::DELETION_BLOCKED), true),
-        ];
-        for (before, now, want) in cases {
+    /// A condition in a news table: type, True or not, reason.
+    type C = (&'static str, bool, &'static str);
+
+    /// Checks each (before, now, worth an event) of `cases` against [`newsworthy`].
+    fn check_news(cases: &[(Option<C>, C, bool)]) {
+        for &(before, (t, ok, r), want) in cases {
+            let before = before.map(|(t, ok, r)| cond(t, ok, r));
+            let now = cond(t, ok, r);
             assert_eq!(
                 newsworthy(before.as_ref(), &now),
                 want,
                 "{before:?} -> {now:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_plain_install_announces_only_its_milestones() {
+        use reason as r;
+        check_news(&[
+            (
+                None,
+                (PREFLIGHT_CHECK_PASSED, false, r::WAITING_FOR_CORE),
+                false,
+            ),
+            (
+                None,
+                (PROVIDER_INSTALLED, false, r::PREFLIGHT_CHECK_FAILED),
+                false,
+            ),
+            (
+                Some((PREFLIGHT_CHECK_PASSED, false, r::WAITING_FOR_CORE)),
+                (PREFLIGHT_CHECK_PASSED, true, r::PASSED),
+                false,
+            ),
+            (None, (PREFLIGHT_CHECK_PASSED, true, r::PASSED), false),
+            (
+                None,
+                (MANAGER_CONFIGURED, true, r::MANAGER_SETTINGS_APPLIED),
+                false,
+            ),
+            (None, (CONTRACT_VERIFIED, true, r::CONTRACT_OK), false),
+            (
+                Some((PROVIDER_INSTALLED, false, r::PREFLIGHT_CHECK_FAILED)),
+                (PROVIDER_INSTALLED, true, r::INSTALLED),
+                true,
+            ),
+            (None, (READY, false, r::NOT_AVAILABLE), false),
+            (
+                Some((READY, false, r::NOT_AVAILABLE)),
+                (READY, true, r::AVAILABLE),
+                true,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn problems_and_their_end_are_news() {
+        use reason as r;
+        check_news(&[
+            (None, (CONTRACT_VERIFIED, false, r::CONTRACT_FINDINGS), true),
+            (
+                None,
+                (PROVIDER_INSTALLED, false, r::MISSING_VARIABLES),
+                true,
+            ),
+            (
+                Some((PREFLIGHT_CHECK_PASSED, false, r::CONTRACT_MISMATCH)),
+                (PREFLIGHT_CHECK_PASSED, true, r::PASSED),
+                true,
+            ),
+            (
+                Some((MANAGER_CONFIGURED, false, r::MANAGER_SETTINGS_IGNORED)),
+                (MANAGER_CONFIGURED, true, r::MANAGER_SETTINGS_APPLIED),
+                true,
+            ),
+            (
+                Some((READY, false, r::NOT_AVAILABLE)),
+                (READY, false, r::MANAGER_CRASH_LOOPING),
+                true,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn a_ready_provider_losing_its_deployments_is_news() {
+        use reason as r;
+        let ready = Some((READY, true, r::AVAILABLE));
+        check_news(&[
+            (ready, (READY, false, r::NOT_AVAILABLE), true),
+            (
+                ready,
+                (READY, false, go_reason::MINIMUM_REPLICAS_UNAVAILABLE),
+                true,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn an_unchanged_condition_is_not_news() {
+        use reason as r;
+        check_news(&[
+            (
+                Some((READY, true, r::AVAILABLE)),
+                (READY, true, r::AVAILABLE),
+                false,
+            ),
+            (
+                Some((PROVIDER_INSTALLED, false, r::MISSING_VARIABLES)),
+                (PROVIDER_INSTALLED, false, r::MISSING_VARIABLES),
+                false,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn pause_and_deletion_are_news() {
+        use reason as r;
+        check_news(&[
+            (None, (PAUSED, true, r::PAUSED), true),
+            (
+                Some((PAUSED, true, r::PAUSED)),
+                (PAUSED, false, r::NOT_PAUSED),
+                true,
+            ),
+            (None, (DELETING, true, r::DELETING), true),
+            (None, (DELETING, false, r::DELETION_BLOCKED), true),
+        ]);
     }
 
     #[test]

@@ -93,6 +93,12 @@ impl Error {
             e => e.to_string(),
         }
     }
+
+    /// The Warning it is announced with, under its reason. A write conflict has none: it means
+    /// the object changed meanwhile, and the retry on a fresh read is routine, not news.
+    pub fn note(&self) -> Option<Note> {
+        (!self.is_conflict()).then(|| Note::warning(self.reason(), self.message()))
+    }
 }
 
 /// A configuration problem: which condition it goes on, its reason and message.
@@ -253,10 +259,23 @@ mod tests {
         assert_eq!(e.message(), "writing the resolved version failed");
         assert!(e.to_string().contains("modified"), "{e}");
         // Outside any condition: the API's or the panic's own reason.
+        assert_eq!(
+            e.note(),
+            Some(Note::warning(
+                reason::SOURCE_UNAVAILABLE,
+                "writing the resolved version failed"
+            ))
+        );
         let api = Error::Kube(api_error(500));
         assert_eq!(api.reason(), reason::API_REQUEST_FAILED);
-        assert!(!api.is_conflict());
-        assert!(Error::Kube(api_error(409)).is_conflict());
+        assert_eq!(
+            api.note().map(|n| (n.ok, n.reason)),
+            Some((false, reason::API_REQUEST_FAILED))
+        );
+        // A lost write race is counted, not announced.
+        let conflict = Error::Kube(api_error(409));
+        assert_eq!(conflict.reason(), reason::API_REQUEST_FAILED);
+        assert_eq!(conflict.note(), None);
         let panic = Error::Panic("index out of bounds".into());
         assert_eq!(panic.reason(), reason::RECONCILE_PANICKED);
         assert!(panic.message().contains("index out of bounds"));
