@@ -168,6 +168,33 @@ def render_section(text: str) -> list[str]:
     return out + [""]
 
 
+WORLD_LINE = re.compile(r"^(.+?) at (\d+) providers: median ([\d.]+) µs, min ([\d.]+) µs, max ([\d.]+) µs over (\d+) runs$")
+
+
+def world_section(text: str) -> list[str]:
+    """The index benchmark's lines (`cargo bench -p capi-provider-operator --bench world`) as a table."""
+    rows = [m.groups() for m in map(WORLD_LINE.match, text.splitlines()) if m]
+    if not rows:
+        return []
+    loads = [line for line in text.splitlines() if line.startswith("machine load")]
+    load = f" Measured with {loads[0][0].lower() + loads[0][1:]}." if loads else ""
+    sizes = sorted({int(r[1]) for r in rows})
+    whats = list(dict.fromkeys(r[0] for r in rows))
+    med = {(r[0], int(r[1])): float(r[2]) for r in rows}
+    out = ["## The watches' index", "",
+           "What the operator's in-memory index costs (`crates/operator/benches/world.rs`), median microseconds "
+           f"of {rows[0][5]} batches, each provider with three installed objects and two Deployments: a routed "
+           "watch event of a Deployment, the queries one reconcile makes (its kind's and the core providers, "
+           "every provider, its installed objects and what is known of each, its Deployments twice), and one "
+           "provider's change (translated once, the shared lists of providers rebuilt). Goal: the first two "
+           f"flat in the number of providers.{load}", "",
+           "| what | " + " | ".join(f"{n} providers (µs)" for n in sizes) + " |",
+           "|---|" + "---:|" * len(sizes)]
+    for w in whats:
+        out.append(f"| {w} | " + " | ".join(f"{med.get((w, n), float('nan')):.2f}" for n in sizes) + " |")
+    return out + [""]
+
+
 def install_section(i: dict) -> list[str]:
     return ["## Install of the real providers", "",
             "The real v1.12.0 core, kubeadm bootstrap and kubeadm control-plane releases pre-loaded in "
@@ -270,6 +297,7 @@ def main():
     ap.add_argument("--results", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/scale.json"))
     ap.add_argument("--install", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/install.json"))
     ap.add_argument("--render", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/render.txt"))
+    ap.add_argument("--world", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/world.txt"))
     ap.add_argument("--docs", default=os.path.join(ROOT, "docs"))
     a = ap.parse_args()
     r = json.load(open(a.results))
@@ -284,6 +312,8 @@ def main():
                 + ".", ""]
     if os.path.exists(a.render):
         out += render_section(open(a.render).read())
+    if os.path.exists(a.world):
+        out += world_section(open(a.world).read())
     install = json.load(open(a.install)) if os.path.exists(a.install) else None
     if install:
         out += install_section(install)

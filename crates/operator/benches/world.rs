@@ -109,7 +109,17 @@ fn index_of(n: usize) -> Result<Index, Error> {
     Ok(index)
 }
 
+/// The machine's load when the run starts: the figures are wall time, shared with whatever
+/// else runs.
+fn load() -> String {
+    let avg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let one = avg.split_whitespace().next().unwrap_or("unknown");
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    format!("machine load (1-minute average) {one} on {cores} cores")
+}
+
 fn main() -> Result<(), Error> {
+    println!("{}", load());
     for n in [1, 30, 300] {
         let index = index_of(n)?;
         let t = ProviderType::Infrastructure;
