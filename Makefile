@@ -155,11 +155,11 @@ soak: soak-faults control-plane providers process-node ## Long fault injection: 
 	seed=$${SOAK_SEED:-$$(date +%s)}; \
 	CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl \
 	CAPI_KILL_RUNS=$${SOAK_RUNS:-25} CAPI_KILL_SEED=$$seed \
-	  $(CARGO) test --workspace --test lifecycle_kill -- --nocapture; \
+	  $(CARGO) test -p capi-provider-operator --test it lifecycle_kill -- --nocapture; \
 	CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl CAPI_HELM=$$($(SCRIPTS)/helm.sh) \
 	CAPI_PROVIDER_IMAGES=$$($(SCRIPTS)/build-providers.sh) CAPI_PROCESS_NODE_BIN=$(CARGO_TARGET_DIR)/debug/capi-process-node \
 	CAPI_KILL_RUNS=$${SOAK_WORKLOAD_KILLS:-10} CAPI_KILL_SEED=$$seed \
-	  $(CARGO) test --workspace --test workload_cluster -- --nocapture
+	  $(CARGO) test -p capi-provider-operator --test it node::workload_cluster -- --nocapture
 
 .PHONY: test
 test: deps fmt-check clippy check-generated unit alerts-check integration docs-check docs-book dist-check fuzz-short ## Everything CI runs.

@@ -59,8 +59,8 @@ INLINE = {
     "make gitops": ("run", None),
     "make chart-readme": ("run", None),
     "cargo fmt --check": ("covered", "a step of make test (fmt-check)"),
-    "helm install": ("covered", "the chart blocks of the README and docs/operating.md run it (as $helm install); crates/operator/tests/production.rs too"),
-    "helm upgrade": ("covered", "docs/operating.md's chart block runs it (as $helm upgrade); crates/operator/tests/production.rs too"),
+    "helm install": ("covered", "the chart blocks of the README and docs/operating.md run it (as $helm install); crates/operator/tests/it/production.rs too"),
+    "helm upgrade": ("covered", "docs/operating.md's chart block runs it (as $helm upgrade); crates/operator/tests/it/production.rs too"),
     "helm package": ("covered", "e2e/scripts/dist.sh, which make dist-check (a step of make test) runs"),
     "helm repo index": ("covered", "e2e/scripts/dist.sh, which make dist-check (a step of make test) runs"),
     "helm template": ("covered", "e2e/scripts/dist-check.py renders the packaged chart with it"),
@@ -68,7 +68,7 @@ INLINE = {
     "cargo zigbuild": ("covered", "e2e/scripts/dist.sh runs it in make dist (by hand); docs/development.md says what it gives"),
     "cargo build --release -p capi-plugin --target x86_64-unknown-linux-gnu": (
         "covered", "e2e/scripts/dist.sh runs it in make dist (by hand)"),
-    "helm uninstall": ("covered", "crates/operator/tests/production.rs (helm_install_upgrade_and_values_schema)"),
+    "helm uninstall": ("covered", "crates/operator/tests/it/production.rs (helm_install_upgrade_and_values_schema)"),
     "capi-provider-operator run --help": ("run", None),
     "cargo build -p capi-plugin": ("run", None),
     "kubectl api-resources --categories capi-providers": ("run", ["crds"]),
@@ -91,7 +91,7 @@ INLINE = {
     "make bench": ("covered", "run by hand; figures and dates in docs/performance.md and the development guide's Benchmarks"),
     "docker build -t capi-provider-operator:dev .": (
         "covered",
-        "not run: no container runtime on the CI machines; crates/operator/tests/image.rs checks "
+        "not run: no container runtime on the CI machines; crates/operator/tests/it/root/image.rs checks "
         "the Dockerfile and runs the binary as the image's Deployment would",
     ),
     "capi-provider-operator render": ("name", "the subcommand; its block runs below it"),
@@ -100,11 +100,11 @@ INLINE = {
     "kubectl capi-providers migrate": ("name", "crates/plugin/tests/e2e_migrate.rs"),
     "kubectl capi-providers migrate --from cluster-api-operator": (
         "covered",
-        "crates/operator/tests/handover_from_go_operator.rs runs it against the real cluster-api-operator",
+        "crates/operator/tests/it/node/handover_from_go_operator.rs runs it against the real cluster-api-operator",
     ),
     "kubectl capi-providers migrate --from cluster-api-operator --dry-run": (
         "covered",
-        "crates/operator/tests/handover_from_go_operator.rs runs it and checks that nothing changed",
+        "crates/operator/tests/it/node/handover_from_go_operator.rs runs it and checks that nothing changed",
     ),
     "kubectl get coreproviders": ("run", ["crds"]),
     "kubectl wait": ("name", "named as a tool that waits on conditions; the blocks run kubectl wait"),
@@ -115,8 +115,8 @@ INLINE = {
     "make process-node": ("covered", "cargo test -p capi-process-node builds the same binary and starts it"),
     "cargo test -p capi-process-node": ("covered", "needs root; run by make integration (cargo test --workspace)"),
     "kubectl describe deployment -n <ns>": ("template", "kubectl describe deployment -n kube-system"),
-    "kubectl describe": ("name", "named as where the condition messages are read; crates/operator/tests/gitops_health.rs reads the same status (the Summary column) with kubectl get"),
-    "kubectl edit": ("name", "named as a way to change an installed object; drift repair is tested in crates/operator/tests/behaviour.rs and clusterctl.rs (DriftRepaired)"),
+    "kubectl describe": ("name", "named as where the condition messages are read; crates/operator/tests/it/gitops_health.rs reads the same status (the Summary column) with kubectl get"),
+    "kubectl edit": ("name", "named as a way to change an installed object; drift repair is tested in crates/operator/tests/it/behaviour.rs and clusterctl.rs (DriftRepaired)"),
     "kubectl scale": ("name", "named as a way to change an installed object; clusterctl.rs scales a Deployment down through the real clusterctl and checks the DriftRepaired event"),
 }
 INLINE_PREFIX = re.compile(r"^(make|kubectl|cargo|capi-provider-operator|helm|docker|bash|python3)\s")

@@ -6,8 +6,11 @@
 //! every test of this test binary and stopped automatically when the binary exits. The ordinary
 //! `KUBECONFIG` is ignored on purpose, so tests never touch a real cluster by accident.
 //!
-//! Each test gets its own namespace from [`TestCluster::namespace`].
+//! Each test gets its own namespace from [`TestCluster::namespace`]. Tests that need a cluster
+//! of their own ([`private_cluster`] and the others) take [`isolated`] first: see the `area`
+//! module for how one test binary keeps the isolation its modules had as binaries of their own.
 
+mod area;
 pub mod go_examples;
 pub mod registry;
 
@@ -57,9 +60,6 @@ pub struct TestCluster {
 }
 
 static CLUSTER: OnceLock<Result<TestCluster, String>> = OnceLock::new();
-static PRIVATE: OnceLock<Result<TestCluster, String>> = OnceLock::new();
-static WITH_PROCESS_NODE: OnceLock<Result<TestCluster, String>> = OnceLock::new();
-static SECOND: OnceLock<Result<TestCluster, String>> = OnceLock::new();
 static NS_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A provider spec fragment for the real Cluster API releases whose managers run on kwok's
@@ -111,24 +111,17 @@ pub fn cluster() -> Result<&'static TestCluster, Error> {
         .map_err(|e| Error::Start(e.clone()))
 }
 
-/// A cluster of this test binary's own, started on first use even when `CAPI_TEST_KUBECONFIG`
-/// names a shared one: tests that run the operator (which watches the whole cluster) must not
-/// meet another test binary's operator. Tests of one binary share it; take [`serial`] to run
-/// them one at a time.
+/// A cluster of the current area's own (see [`isolated`]), started on first use even when
+/// `CAPI_TEST_KUBECONFIG` names a shared one: tests that run the operator (which watches the
+/// whole cluster) must not meet another area's operator. Tests of one area share it.
 pub fn private_cluster() -> Result<&'static TestCluster, Error> {
-    PRIVATE
-        .get_or_init(start_private)
-        .as_ref()
-        .map_err(|e| Error::Start(e.clone()))
+    area::cluster(area::Kind::Private, start_private)
 }
 
-/// A second private cluster of this test binary, for tests between two management clusters
+/// A second private cluster of the current area, for tests between two management clusters
 /// (e.g. `clusterctl move`). Started on first use.
 pub fn second_private_cluster() -> Result<&'static TestCluster, Error> {
-    SECOND
-        .get_or_init(start_private)
-        .as_ref()
-        .map_err(|e| Error::Start(e.clone()))
+    area::cluster(area::Kind::Second, start_private)
 }
 
 /// The `clusterctl` of Cluster API `version`, built beside the real managers by
@@ -140,28 +133,25 @@ pub fn clusterctl(version: &str) -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
-/// A private cluster of this test binary with a process node (`cluster-up.sh --process-node`):
+/// A private cluster of the current area with a process node (`cluster-up.sh --process-node`):
 /// `images` is the images file, `agent` the `capi-process-node` binary and `agent_args` extra
-/// agent flags (e.g. shorter back-offs). Started on first use; later calls return the same
-/// cluster whatever they pass. Needs root.
+/// agent flags (e.g. shorter back-offs). Started on first use; later calls of the same area
+/// return the same cluster whatever they pass. Needs root.
 pub fn process_node_cluster(
     images: &Path,
     agent: &Path,
     agent_args: &str,
 ) -> Result<&'static TestCluster, Error> {
-    WITH_PROCESS_NODE
-        .get_or_init(|| {
-            let env = [
-                ("CAPI_PROCESS_NODE_BIN", agent.as_os_str()),
-                ("CAPI_PROCESS_NODE_ARGS", std::ffi::OsStr::new(agent_args)),
-            ];
-            start_cluster(
-                &[std::ffi::OsStr::new("--process-node"), images.as_os_str()],
-                &env,
-            )
-        })
-        .as_ref()
-        .map_err(|e| Error::Start(e.clone()))
+    area::cluster(area::Kind::ProcessNode, || {
+        let env = [
+            ("CAPI_PROCESS_NODE_BIN", agent.as_os_str()),
+            ("CAPI_PROCESS_NODE_ARGS", std::ffi::OsStr::new(agent_args)),
+        ];
+        start_cluster(
+            &[std::ffi::OsStr::new("--process-node"), images.as_os_str()],
+            &env,
+        )
+    })
 }
 
 /// Name of the Node the process node agent registers (`e2e/scripts/process-node-up.sh`).
@@ -231,11 +221,12 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// A lock that runs the tests holding it one at a time.
+/// A lock that runs the tests holding it one at a time (whatever their area).
 pub fn serial() -> &'static tokio::sync::Mutex<()> {
-    static LOCK: OnceLock<tokio::sync::Mutex<()>> = OnceLock::new();
-    LOCK.get_or_init(|| tokio::sync::Mutex::new(()))
+    area::lock()
 }
+
+pub use area::{Isolated, isolated, on_area_end};
 
 fn start_or_attach() -> Result<TestCluster, String> {
     if let Some(kc) = std::env::var_os("CAPI_TEST_KUBECONFIG") {
@@ -404,7 +395,16 @@ impl TestCluster {
             .filter(|p| p.exists())
             .or_else(|| std::env::var_os("CAPI_KUBECTL").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("kubectl"));
-        let cache = std::env::temp_dir().join(format!("capi-kubectl-cache-{}", std::process::id()));
+        // One discovery cache per cluster: clusters of one binary come and go (see `area`),
+        // and a later one may listen on a port an earlier one used.
+        let cache = std::env::temp_dir().join(format!(
+            "capi-kubectl-cache-{}-{}",
+            std::process::id(),
+            self.dir()
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ));
         let out = Command::new(bin)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
@@ -589,6 +589,25 @@ impl OperatorProcess {
             child: Some(child),
             log,
         })
+    }
+
+    /// Kills the process once this test process exits, for an operator kept in a static (a
+    /// fixture of several tests), which is never dropped: a watcher shell polls both.
+    pub fn die_with_test(&self) -> std::io::Result<()> {
+        let Some(pid) = self.pid() else {
+            return Ok(());
+        };
+        let script = format!(
+            "while kill -0 {test} 2>/dev/null && kill -0 {pid} 2>/dev/null; do sleep 1; done; kill -9 {pid} 2>/dev/null",
+            test = std::process::id()
+        );
+        Command::new("sh")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        Ok(())
     }
 
     /// Kills the process at once (SIGKILL), as a crash would.

@@ -1,0 +1,137 @@
+//! End-to-end: releases cluster-api-operator downloaded (its ConfigMaps `{type}-{name}-{version}`
+//! with its labels, the core one gzip-compressed) are taken over as they are, so a handed-over
+//! installation fetches nothing: the local GitHub-compatible server that holds the same
+//! releases receives no request at all.
+
+use crate::support;
+
+use capi_fake_remotes::FakeServer;
+use capi_operator_api::{ProviderType, v1alpha2};
+use capi_test_support::shared_dir;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use support::*;
+
+const PROVIDERS: &str = r#"
+apiVersion: management.cluster.x-k8s.io/v1alpha1
+kind: CoreProvider
+metadata:
+  name: cluster-api
+  namespace: capi-system
+spec:
+  version: v1.12.0
+---
+apiVersion: management.cluster.x-k8s.io/v1alpha1
+kind: RuntimeExtensionProvider
+metadata:
+  name: sample
+  namespace: sample-extension-system
+spec:
+  version: v0.2.0
+  fetchConfig:
+    url: https://github.com/example-org/sample-extension/releases
+"#;
+
+/// Writes a release ConfigMap exactly as cluster-api-operator names and labels it.
+async fn go_release(
+    client: &kube::Client,
+    t: ProviderType,
+    (namespace, name, version): (&str, &str, &str),
+    dir: &std::path::Path,
+    components_file: &str,
+) -> TestResult {
+    let labels = v1alpha2::release_configmap_labels(t, name, version, false);
+    let labels: Vec<(&str, &str)> = labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    release_configmap(
+        client,
+        namespace,
+        &v1alpha2::release_configmap_name(t, name, version),
+        &labels,
+        version,
+        &std::fs::read_to_string(dir.join("metadata.yaml"))?,
+        &std::fs::read_to_string(dir.join(components_file))?,
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_downloaded_by_cluster_api_operator_are_not_fetched_again() -> TestResult {
+    let Some(shared) = shared_dir() else {
+        eprintln!(
+            "SKIPPED: ../shared (or CAPI_SHARED_DIR) not found; the real core release is needed"
+        );
+        return Ok(());
+    };
+    let _serial = capi_test_support::isolated(module_path!()).await;
+    let (cluster, client) = cluster_with_crds(&shared).await?;
+    let providers = shared.join("testdata/providers");
+    let github = FakeServer::start(
+        &providers,
+        &[("kubernetes-sigs/cluster-api", &["cluster-api"])],
+    )
+    .await?;
+    for ns in ["capi-system", "sample-extension-system"] {
+        cluster.ensure_namespace(ns)?;
+    }
+    go_release(
+        &client,
+        ProviderType::Core,
+        ("capi-system", "cluster-api", "v1.12.0"),
+        &providers.join("cluster-api/v1.12.0"),
+        "core-components.yaml",
+    )
+    .await?;
+    go_release(
+        &client,
+        ProviderType::RuntimeExtension,
+        ("sample-extension-system", "sample", "v0.2.0"),
+        &samples().join("sample-infrastructure/v0.2.0"),
+        "infrastructure-components.yaml",
+    )
+    .await?;
+    let operator = start_operator(cluster, &["--github-api-url", github.url()])?;
+    apply(cluster, PROVIDERS)?;
+    for (kind, ns, name, version) in [
+        ("CoreProvider", "capi-system", "cluster-api", "v1.12.0"),
+        (
+            "RuntimeExtensionProvider",
+            "sample-extension-system",
+            "sample",
+            "v0.2.0",
+        ),
+    ] {
+        wait_installed(&client, (kind, ns, name), version, &operator).await?;
+    }
+    assert_eq!(github.count("/"), 0, "the local GitHub was asked");
+
+    // Both are now entries of this operator's release cache, owned by the new provider objects:
+    // the core one replaced in place (same name), the runtime extension one beside the other
+    // operator's (its type word differs), so removing the other operator's objects loses nothing.
+    for (ns, name, owner) in [
+        ("capi-system", "core-cluster-api-v1.12.0", "cluster-api"),
+        (
+            "sample-extension-system",
+            "runtime-extension-sample-v0.2.0",
+            "sample",
+        ),
+    ] {
+        let cm = Api::<ConfigMap>::namespaced(client.clone(), ns)
+            .get(name)
+            .await?;
+        let labels = cm.metadata.labels.unwrap_or_default();
+        assert!(
+            labels.contains_key("management.cluster.x-k8s.io/release-cache"),
+            "{name}: {labels:?}"
+        );
+        let owners = cm.metadata.owner_references.unwrap_or_default();
+        assert!(
+            owners.iter().any(|o| o.name == owner
+                && o.api_version == "management.cluster.x-k8s.io/v1alpha1"),
+            "{name}: {owners:?}"
+        );
+    }
+    Ok(())
+}

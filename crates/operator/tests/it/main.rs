@@ -1,0 +1,28 @@
+//! The integration tests of `operator`: one binary, one module per area (see the section on
+//! tests in docs/development.md for the names and how to select them).
+
+mod behaviour;
+mod cert_manager_missing;
+mod cluster_api_operator_api;
+mod clusterctl;
+mod gitops_health;
+mod go_operator_releases;
+mod hostile;
+mod inputs;
+mod install_airgapped;
+mod lifecycle;
+mod lifecycle_kill;
+mod monitoring;
+mod net;
+mod node;
+mod production;
+mod rbac;
+mod render;
+mod restart;
+mod root;
+mod safety;
+mod safety_discovery;
+mod secrets;
+mod specification;
+mod support;
+mod upgrade_real;

@@ -1,0 +1,10 @@
+//! The integration tests of `plugin`: one binary, one module per area (see the section on
+//! tests in docs/development.md for the names and how to select them).
+
+mod cli;
+mod e2e_cert_manager;
+mod e2e_migrate;
+mod e2e_sample;
+mod offline;
+mod support;
+mod vendor_release;
