@@ -108,6 +108,7 @@ alerts-check: ## Check the alerting rules and run their unit tests with the real
 .PHONY: docs-check
 docs-check: control-plane ## Check every link of the Markdown files, then run every command README.md, docs/ and examples/ show, as written, on private local control planes.
 	@python3 $(SCRIPTS)/docs-links.py
+	@python3 $(SCRIPTS)/architecture-check.py
 	@python3 $(SCRIPTS)/docs-check.py
 
 # The book is built outside the clone, next to the other build outputs.
