@@ -607,6 +607,41 @@ mod tests {
             .map(drop)
     }
 
+    /// A reconcile in flight: it reads, then is held up (a long fetch) until `release`, then
+    /// writes.
+    fn reconcile_in_flight(
+        client: Client,
+        release: Arc<tokio::sync::Notify>,
+    ) -> tokio::task::JoinHandle<Result<(), kube::Error>> {
+        tokio::spawn(async move {
+            Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), "default")
+                .get("c")
+                .await?;
+            release.notified().await;
+            write(&client).await
+        })
+    }
+
+    /// `a` leads with controllers that ignore being stopped (stuck in a fetch): the task ends
+    /// with how leadership ended and when; `lost_at` gets the time the controllers were stopped.
+    fn lead_with_stuck_controllers(
+        mut a: Elector,
+        lost_at: Arc<Mutex<Option<Instant>>>,
+    ) -> tokio::task::JoinHandle<(Held, Instant)> {
+        tokio::spawn(async move {
+            let stop = || *lost_at.lock().unwrap() = Some(Instant::now());
+            let never = std::future::pending::<()>();
+            let held = lead_while(
+                &mut a,
+                never,
+                std::future::pending(),
+                stop,
+                DRAIN_AFTER_LOSS,
+            );
+            (held.await, Instant::now())
+        })
+    }
+
     #[tokio::test]
     async fn no_write_reaches_the_apiserver_once_the_lease_is_lost() {
         let fake = Arc::new(FakeApiserver::default());
@@ -622,36 +657,11 @@ mod tests {
         write(&controllers).await.unwrap();
         assert_eq!(fake.writes.lock().unwrap().len(), 1);
 
-        // A reconcile in flight: it read, and is held up (a long fetch) before it writes.
         let release = Arc::new(tokio::sync::Notify::new());
-        let reconcile = tokio::spawn({
-            let (client, release) = (controllers.clone(), release.clone());
-            async move {
-                Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), "default")
-                    .get("c")
-                    .await?;
-                release.notified().await;
-                write(&client).await
-            }
-        });
-
-        // A's controllers ignore being stopped (stuck in a fetch); A's lease requests hang.
+        let reconcile = reconcile_in_flight(controllers.clone(), release.clone());
+        // A's lease requests hang.
         let lost_at = Arc::new(Mutex::new(None));
-        let leading = tokio::spawn({
-            let lost_at = lost_at.clone();
-            async move {
-                let stop = || *lost_at.lock().unwrap() = Some(Instant::now());
-                let never = std::future::pending::<()>();
-                let held = lead_while(
-                    &mut a,
-                    never,
-                    std::future::pending(),
-                    stop,
-                    DRAIN_AFTER_LOSS,
-                );
-                (held.await, Instant::now())
-            }
-        });
+        let leading = lead_with_stuck_controllers(a, lost_at.clone());
         *fake.partitioned.lock().unwrap() = Some("a-elector".into());
         let mut b = Elector::new(client(addr, "b-elector"), lease_config("b"));
         tokio::time::timeout(Duration::from_secs(20), b.acquire())

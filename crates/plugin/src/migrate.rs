@@ -182,7 +182,7 @@ struct Adoption {
     entry: InventoryEntry,
     planned: init::Planned,
     /// Deployments (namespace, name) of the rendered release with their live generation.
-    deployments: Vec<(String, String, Option<i64>)>,
+    deployments: Deployments,
     restarts: Vec<String>,
     creates: Vec<String>,
     leftovers: Vec<String>,
@@ -213,20 +213,33 @@ async fn inventory(cluster: &Cluster) -> anyhow::Result<Option<Vec<Value>>> {
     Ok(Some(out))
 }
 
+/// Deployments (namespace, name) of a rendered release with their live generation.
+type Deployments = Vec<(String, String, Option<i64>)>;
+
+/// The rendered objects' (namespace, name) by (apiVersion, kind).
+type RenderedKinds = BTreeMap<(String, String), Vec<(String, String)>>;
+
+/// An object as the messages name it: `Kind namespace/name`, or `Kind name` when cluster-scoped.
+fn shown(kind: &str, ns: &str, name: &str) -> String {
+    format!(
+        "{kind} {}{name}",
+        if ns.is_empty() {
+            String::new()
+        } else {
+            format!("{ns}/")
+        }
+    )
+}
+
 async fn compare(
     cluster: &Cluster,
     entry: &InventoryEntry,
     rendered: &[Value],
-) -> anyhow::Result<(
-    Vec<(String, String, Option<i64>)>,
-    Vec<String>,
-    Vec<String>,
-    Vec<String>,
-)> {
+) -> anyhow::Result<(Deployments, Vec<String>, Vec<String>, Vec<String>)> {
     let mut deployments = Vec::new();
     let mut restarts = Vec::new();
     let mut creates = Vec::new();
-    let mut kinds: BTreeMap<(String, String), Vec<(String, String)>> = BTreeMap::new();
+    let mut kinds: RenderedKinds = BTreeMap::new();
     for o in rendered {
         let (av, kind) = (str_at(o, "/apiVersion"), str_at(o, "/kind"));
         let (ns, name) = (
@@ -237,32 +250,12 @@ async fn compare(
             .entry((av.to_string(), kind.to_string()))
             .or_default()
             .push((ns.to_string(), name.to_string()));
-        let api = match cluster
-            .api(av, kind, Some(ns).filter(|n| !n.is_empty()))
-            .await
-        {
-            Ok(a) => a,
-            Err(_) => {
-                creates.push(format!(
-                    "{kind} {name} (the cluster does not serve {kind} of {av})"
-                ));
+        let live = match live_object(cluster, av, kind, ns, name).await? {
+            Ok(live) => live,
+            Err(create) => {
+                creates.push(create);
                 continue;
             }
-        };
-        let live = match api.get_opt(name).await {
-            Ok(Some(l)) => serde_json::to_value(l)?,
-            Ok(None) => {
-                creates.push(format!(
-                    "{kind} {}{name}",
-                    if ns.is_empty() {
-                        String::new()
-                    } else {
-                        format!("{ns}/")
-                    }
-                ));
-                continue;
-            }
-            Err(e) => return Err(e).context(format!("reading {kind} {ns}/{name}")),
         };
         if kind == "Deployment" {
             deployments.push((
@@ -279,11 +272,46 @@ async fn compare(
             }
         }
     }
-    // Objects clusterctl labelled for this provider that the release no longer renders.
+    let leftovers = leftovers(cluster, entry, &kinds).await;
+    Ok((deployments, restarts, creates, leftovers))
+}
+
+/// The live object of a rendered one, or (inner `Err`) the note that it will be created.
+async fn live_object(
+    cluster: &Cluster,
+    av: &str,
+    kind: &str,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Result<Value, String>> {
+    let api = match cluster
+        .api(av, kind, Some(ns).filter(|n| !n.is_empty()))
+        .await
+    {
+        Ok(a) => a,
+        Err(_) => {
+            return Ok(Err(format!(
+                "{kind} {name} (the cluster does not serve {kind} of {av})"
+            )));
+        }
+    };
+    match api.get_opt(name).await {
+        Ok(Some(l)) => Ok(Ok(serde_json::to_value(l)?)),
+        Ok(None) => Ok(Err(shown(kind, ns, name))),
+        Err(e) => Err(e).context(format!("reading {kind} {ns}/{name}")),
+    }
+}
+
+/// Objects clusterctl labelled for this provider that the release no longer renders.
+async fn leftovers(
+    cluster: &Cluster,
+    entry: &InventoryEntry,
+    kinds: &RenderedKinds,
+) -> Vec<String> {
     let label = entry.provider_type.manifest_label(&entry.name);
     let selector = format!("{CLUSTERCTL_LABEL},{PROVIDER_LABEL}={label}");
     let mut leftovers = Vec::new();
-    for ((av, kind), names) in &kinds {
+    for ((av, kind), names) in kinds {
         let Ok(api) = cluster.api(av, kind, None).await else {
             continue;
         };
@@ -297,18 +325,11 @@ async fn compare(
                 .iter()
                 .any(|(n, m)| *m == name && (n.is_empty() || *n == ns))
             {
-                leftovers.push(format!(
-                    "{kind} {}{name}",
-                    if ns.is_empty() {
-                        String::new()
-                    } else {
-                        format!("{ns}/")
-                    }
-                ));
+                leftovers.push(shown(kind, &ns, &name));
             }
         }
     }
-    Ok((deployments, restarts, creates, leftovers))
+    leftovers
 }
 
 /// Waits until the operator labels the inventory entry of `e` as its own (it keeps the entry
@@ -366,19 +387,9 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
     if args.convert || args.operator_deployment.is_some() {
         bail!("--convert and --operator-deployment go with --from cluster-api-operator");
     }
-    let Some(items) = inventory(&cluster).await? else {
-        say!(
-            "no clusterctl inventory (providers.clusterctl.cluster.x-k8s.io) in the cluster: nothing to migrate"
-        );
+    let Some(entries) = clusterctl_entries(&cluster).await? else {
         return Ok(());
     };
-    let mut entries: Vec<InventoryEntry> =
-        items.iter().map(entry_of).collect::<anyhow::Result<_>>()?;
-    entries.sort_by_key(|e| (e.provider_type, e.name.clone()));
-    if entries.is_empty() {
-        say!("clusterctl's inventory is empty: nothing to migrate");
-        return Ok(());
-    }
     if !args.skip_operator && !args.dry_run {
         init::install_operator(&cluster, &args.operator_manifests).await?;
     }
@@ -404,58 +415,99 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
             );
             continue;
         }
-        let arg = ProviderArg {
-            provider_type: e.provider_type,
-            name: e.name.clone(),
-            namespace: Some(e.namespace.clone()),
-            version: Some(e.version.clone()),
-            source: None,
-        };
-        let mut planned = init::plan(
-            &cluster,
-            &[arg],
-            &args.sources,
-            args.create.preloaded,
-            &file,
-        )
-        .await?;
-        let Some(planned) = planned.pop() else {
-            continue;
-        };
-        let (t, name, ns) = (e.provider_type, e.name.as_str(), e.namespace.as_str());
-        let secret = (!planned.vars.is_empty()).then(|| init::secret_name(t, name));
-        let obj = init::provider_object(
-            t,
-            name,
-            ns,
-            &overlay,
-            &planned.release.version,
-            secret.as_deref(),
-            planned.located.fetch_config(t, name).as_ref(),
-        )?;
-        let provider = AnyProvider::from_value(obj).map_err(|err| anyhow::anyhow!("{err}"))?;
-        let vars = planned.vars.clone();
-        let rendered = render::render(&provider, &planned.release, |k| vars.get(k).cloned())
-            .with_context(|| {
-                format!(
-                    "rendering {} {name} {} as the operator will",
-                    t.kind(),
-                    e.version
-                )
-            })?;
-        let (deployments, restarts, creates, leftovers) =
-            compare(&cluster, &e, &rendered.objects).await?;
-        adoptions.push(Adoption {
-            entry: e,
-            planned,
-            deployments,
-            restarts,
-            creates,
-            leftovers,
-        });
+        if let Some(a) = plan_adoption(&cluster, args, e, &overlay, &file).await? {
+            adoptions.push(a);
+        }
     }
+    let restarts = show_plan(&adoptions);
+    if !restarts.is_empty() && !args.allow_restart {
+        bail!(
+            "adopting would restart {} controller Deployment(s): give the variables clusterctl installed with (--variables FILE or the environment) and the customizations (--provider-spec FILE), or accept the restart with --allow-restart",
+            restarts.len()
+        );
+    }
+    if args.dry_run || adoptions.is_empty() {
+        return Ok(());
+    }
+    adopt(&cluster, args, &adoptions, &overlay).await
+}
+
+/// clusterctl's inventory entries, sorted; `None` (said so) when there is nothing to migrate.
+async fn clusterctl_entries(cluster: &Cluster) -> anyhow::Result<Option<Vec<InventoryEntry>>> {
+    let Some(items) = inventory(cluster).await? else {
+        say!(
+            "no clusterctl inventory (providers.clusterctl.cluster.x-k8s.io) in the cluster: nothing to migrate"
+        );
+        return Ok(None);
+    };
+    let mut entries: Vec<InventoryEntry> =
+        items.iter().map(entry_of).collect::<anyhow::Result<_>>()?;
+    entries.sort_by_key(|e| (e.provider_type, e.name.clone()));
+    if entries.is_empty() {
+        say!("clusterctl's inventory is empty: nothing to migrate");
+        return Ok(None);
+    }
+    Ok(Some(entries))
+}
+
+/// What adopting the provider of entry `e` means: its release located and rendered as the
+/// operator will render it, then compared with what is installed.
+async fn plan_adoption(
+    cluster: &Cluster,
+    args: &Args,
+    e: InventoryEntry,
+    overlay: &Value,
+    file: &BTreeMap<String, String>,
+) -> anyhow::Result<Option<Adoption>> {
+    let arg = ProviderArg {
+        provider_type: e.provider_type,
+        name: e.name.clone(),
+        namespace: Some(e.namespace.clone()),
+        version: Some(e.version.clone()),
+        source: None,
+    };
+    let mut planned =
+        init::plan(cluster, &[arg], &args.sources, args.create.preloaded, file).await?;
+    let Some(planned) = planned.pop() else {
+        return Ok(None);
+    };
+    let (t, name, ns) = (e.provider_type, e.name.as_str(), e.namespace.as_str());
+    let secret = (!planned.vars.is_empty()).then(|| init::secret_name(t, name));
+    let obj = init::provider_object(
+        t,
+        name,
+        ns,
+        overlay,
+        &planned.release.version,
+        secret.as_deref(),
+        planned.located.fetch_config(t, name).as_ref(),
+    )?;
+    let provider = AnyProvider::from_value(obj).map_err(|err| anyhow::anyhow!("{err}"))?;
+    let vars = planned.vars.clone();
+    let rendered = render::render(&provider, &planned.release, |k| vars.get(k).cloned())
+        .with_context(|| {
+            format!(
+                "rendering {} {name} {} as the operator will",
+                t.kind(),
+                e.version
+            )
+        })?;
+    let (deployments, restarts, creates, leftovers) =
+        compare(cluster, &e, &rendered.objects).await?;
+    Ok(Some(Adoption {
+        entry: e,
+        planned,
+        deployments,
+        restarts,
+        creates,
+        leftovers,
+    }))
+}
+
+/// Says what adopting each provider does; returns the Deployments it would restart.
+fn show_plan(adoptions: &[Adoption]) -> Vec<String> {
     let mut restarts = Vec::new();
-    for a in &adoptions {
+    for a in adoptions {
         let e = &a.entry;
         say!(
             "{} {}/{} {} (clusterctl inventory {}/{}) from {}",
@@ -480,17 +532,19 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
         }
         restarts.extend(a.restarts.iter().cloned());
     }
-    if !restarts.is_empty() && !args.allow_restart {
-        bail!(
-            "adopting would restart {} controller Deployment(s): give the variables clusterctl installed with (--variables FILE or the environment) and the customizations (--provider-spec FILE), or accept the restart with --allow-restart",
-            restarts.len()
-        );
-    }
-    if args.dry_run || adoptions.is_empty() {
-        return Ok(());
-    }
-    for a in &adoptions {
-        init::write(&cluster, &a.planned, &overlay, "adopting").await?;
+    restarts
+}
+
+/// Hands the providers to the operator, waits until it made them Ready, says which
+/// Deployments changed, and waits until it keeps clusterctl's inventory entries.
+async fn adopt(
+    cluster: &Cluster,
+    args: &Args,
+    adoptions: &[Adoption],
+    overlay: &Value,
+) -> anyhow::Result<()> {
+    for a in adoptions {
+        init::write(cluster, &a.planned, overlay, "adopting").await?;
     }
     let targets: Vec<Target> = adoptions
         .iter()
@@ -504,25 +558,13 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
         })
         .collect();
     progress::wait(
-        &cluster,
+        cluster,
         &targets,
         args.timeout,
         "the operator to adopt the providers",
     )
     .await?;
-    let mut rolled = Vec::new();
-    for a in &adoptions {
-        for (ns, name, before) in &a.deployments {
-            let after = generation(&cluster, ns, name).await?;
-            if after != *before {
-                rolled.push(format!(
-                    "Deployment {ns}/{name} (generation {} -> {})",
-                    before.unwrap_or_default(),
-                    after.unwrap_or_default()
-                ));
-            }
-        }
-    }
+    let rolled = rolled_deployments(cluster, adoptions).await?;
     if rolled.is_empty() {
         say!(
             "adopted {} providers; no Deployment was changed",
@@ -535,9 +577,9 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
             rolled.join(", ")
         );
     }
-    for a in &adoptions {
+    for a in adoptions {
         let e = &a.entry;
-        kept_inventory(&cluster, e, args.timeout).await?;
+        kept_inventory(cluster, e, args.timeout).await?;
         say!(
             "kept clusterctl inventory entry {}/{}: the operator maintains it now",
             e.namespace,
@@ -545,6 +587,27 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
         );
     }
     Ok(())
+}
+
+/// The Deployments whose generation changed since the adoption was planned.
+async fn rolled_deployments(
+    cluster: &Cluster,
+    adoptions: &[Adoption],
+) -> anyhow::Result<Vec<String>> {
+    let mut rolled = Vec::new();
+    for a in adoptions {
+        for (ns, name, before) in &a.deployments {
+            let after = generation(cluster, ns, name).await?;
+            if after != *before {
+                rolled.push(format!(
+                    "Deployment {ns}/{name} (generation {} -> {})",
+                    before.unwrap_or_default(),
+                    after.unwrap_or_default()
+                ));
+            }
+        }
+    }
+    Ok(rolled)
 }
 
 #[cfg(test)]

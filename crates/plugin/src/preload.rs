@@ -101,55 +101,77 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
         docs.push(v);
     }
     if let Some(version) = &args.cert_manager {
-        let m = crate::certmanager::manifest(
-            version,
-            args.cert_manager_manifest.as_ref(),
-            &args.sources,
-            None,
-        )
-        .await?;
-        let v = crate::certmanager::configmap(&m)?;
-        eprintln!(
-            "cert-manager {version} from {} -> ConfigMap {}/{}",
-            m.from,
-            crate::certmanager::NAMESPACE,
-            crate::certmanager::configmap_name(version)
-        );
+        docs.push(cert_manager_configmap(args, version).await?);
         namespaces.push(crate::certmanager::NAMESPACE.to_string());
-        docs.push(v);
     }
-    if args.output.is_some() || write_default {
-        let mut all: Vec<Value> = namespaces
-            .iter()
-            .map(|n| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}))
-            .collect();
-        all.extend(docs.iter().cloned());
-        let text = capi_yaml::to_multi_doc(&all)?;
-        match &args.output {
-            Some(p) if p.as_os_str() != "-" => {
-                std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?
-            }
-            _ => match std::io::stdout().write_all(text.as_bytes()) {
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-                r => r?,
-            },
-        }
+    if (args.output.is_some() || write_default) && !write(args, &namespaces, &docs)? {
+        return Ok(());
     }
     if args.apply {
-        let cluster = Cluster::connect(cluster_flags).await?;
-        for ns in &namespaces {
-            cluster.ensure_namespace(ns).await?;
-        }
-        for d in &docs {
-            cluster.apply(d).await?;
-        }
-        eprintln!("applied {} ConfigMaps", docs.len());
+        apply(cluster_flags, &namespaces, &docs).await?;
     }
     if args.images {
         for i in unique(images) {
             say!("{i}");
         }
     }
+    Ok(())
+}
+
+/// The ConfigMap of the cert-manager release `version`.
+async fn cert_manager_configmap(args: &Args, version: &str) -> anyhow::Result<Value> {
+    let m = crate::certmanager::manifest(
+        version,
+        args.cert_manager_manifest.as_ref(),
+        &args.sources,
+        None,
+    )
+    .await?;
+    let v = crate::certmanager::configmap(&m)?;
+    eprintln!(
+        "cert-manager {version} from {} -> ConfigMap {}/{}",
+        m.from,
+        crate::certmanager::NAMESPACE,
+        crate::certmanager::configmap_name(version)
+    );
+    Ok(v)
+}
+
+/// Writes the namespaces and ConfigMaps to `--output` (standard output for `-` or by default);
+/// returns false when standard output was closed (`| head`), which ends the command quietly.
+fn write(args: &Args, namespaces: &[String], docs: &[Value]) -> anyhow::Result<bool> {
+    let mut all: Vec<Value> = namespaces
+        .iter()
+        .map(|n| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}))
+        .collect();
+    all.extend(docs.iter().cloned());
+    let text = capi_yaml::to_multi_doc(&all)?;
+    match &args.output {
+        Some(p) if p.as_os_str() != "-" => {
+            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?
+        }
+        _ => match std::io::stdout().write_all(text.as_bytes()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(false),
+            r => r?,
+        },
+    }
+    Ok(true)
+}
+
+/// Applies the namespaces and ConfigMaps to the cluster.
+async fn apply(
+    cluster_flags: &ClusterFlags,
+    namespaces: &[String],
+    docs: &[Value],
+) -> anyhow::Result<()> {
+    let cluster = Cluster::connect(cluster_flags).await?;
+    for ns in namespaces {
+        cluster.ensure_namespace(ns).await?;
+    }
+    for d in docs {
+        cluster.apply(d).await?;
+    }
+    eprintln!("applied {} ConfigMaps", docs.len());
     Ok(())
 }
 

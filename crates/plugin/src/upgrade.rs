@@ -498,19 +498,7 @@ async fn apply_cmd(args: &ApplyArgs, cluster: &Cluster) -> anyhow::Result<()> {
         say!("every provider is up to date for contract {contract}");
         return Ok(());
     }
-    for m in &moves {
-        say!(
-            "{}: {} -> {}{}",
-            describe(&m.provider),
-            current_version(&m.provider).unwrap_or_default(),
-            m.to,
-            if m.contract_changes {
-                format!(" (contract {contract})")
-            } else {
-                String::new()
-            }
-        );
-    }
+    show_moves(&moves, &contract);
     if args.dry_run {
         if changes {
             say!(
@@ -542,11 +530,41 @@ async fn apply_cmd(args: &ApplyArgs, cluster: &Cluster) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-
     // The contract changes: pause → upgrade → unpause.
     let all: Vec<&AnyProvider> = planned.iter().map(|p| &p.provider).collect();
     eprintln!("contract change to {contract}: pausing every provider");
-    for p in &all {
+    pause_all(cluster, &all, args.timeout).await?;
+    upgrade_core_first(cluster, &core, &others, args.timeout).await?;
+    unpause(cluster, args.timeout).await?;
+    say!("every provider follows contract {contract}");
+    Ok(())
+}
+
+/// Says what each move does.
+fn show_moves(moves: &[Move], contract: &str) {
+    for m in moves {
+        say!(
+            "{}: {} -> {}{}",
+            describe(&m.provider),
+            current_version(&m.provider).unwrap_or_default(),
+            m.to,
+            if m.contract_changes {
+                format!(" (contract {contract})")
+            } else {
+                String::new()
+            }
+        );
+    }
+}
+
+/// Pauses every provider not paused yet (marked as paused by this command) and waits until
+/// all are.
+async fn pause_all(
+    cluster: &Cluster,
+    all: &[&AnyProvider],
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    for p in all {
         if !p.spec.paused {
             cluster
                 .patch_provider(
@@ -560,17 +578,17 @@ async fn apply_cmd(args: &ApplyArgs, cluster: &Cluster) -> anyhow::Result<()> {
         .iter()
         .map(|p| Target::of(p, None, Want::Paused))
         .collect();
-    progress::wait(
-        cluster,
-        &paused,
-        args.timeout,
-        "every provider to be paused",
-    )
-    .await?;
-    for (group, what) in [
-        (&core, "the core provider"),
-        (&others, "the other providers"),
-    ] {
+    progress::wait(cluster, &paused, timeout, "every provider to be paused").await
+}
+
+/// Upgrades the core provider, waits until it is installed, then does the same for the others.
+async fn upgrade_core_first(
+    cluster: &Cluster,
+    core: &[&Move],
+    others: &[&Move],
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    for (group, what) in [(core, "the core provider"), (others, "the other providers")] {
         if group.is_empty() {
             continue;
         }
@@ -584,12 +602,17 @@ async fn apply_cmd(args: &ApplyArgs, cluster: &Cluster) -> anyhow::Result<()> {
         progress::wait(
             cluster,
             &targets,
-            args.timeout,
+            timeout,
             &format!("{what} to be upgraded"),
         )
         .await?;
     }
-    // Unpause what this command paused (now or in an interrupted earlier run).
+    Ok(())
+}
+
+/// Unpauses what this command paused (now or in an interrupted earlier run) and waits until
+/// those providers are Ready.
+async fn unpause(cluster: &Cluster, timeout: Duration) -> anyhow::Result<()> {
     let mut unpaused = Vec::new();
     for p in cluster.providers().await? {
         if paused_by_us(&p) {
@@ -603,15 +626,7 @@ async fn apply_cmd(args: &ApplyArgs, cluster: &Cluster) -> anyhow::Result<()> {
         }
     }
     eprintln!("unpausing {} providers", unpaused.len());
-    progress::wait(
-        cluster,
-        &unpaused,
-        args.timeout,
-        "the providers to be Ready",
-    )
-    .await?;
-    say!("every provider follows contract {contract}");
-    Ok(())
+    progress::wait(cluster, &unpaused, timeout, "the providers to be Ready").await
 }
 
 /// Runs `upgrade`.

@@ -97,28 +97,7 @@ pub async fn run(args: &Args, cluster: &Cluster) -> anyhow::Result<()> {
         );
         return Ok(());
     };
-    let mut plans = Vec::new();
-    let mut problems = Vec::new();
-    for (p, value) in objects {
-        if !held(&p) {
-            say!(
-                "{}: not held by cluster-api-operator (no {} finalizer); skipped",
-                key(&p),
-                v1alpha2::FINALIZER
-            );
-            continue;
-        }
-        match plan(args, cluster, &p, value).await {
-            Ok(h) => plans.push(h),
-            Err(e) => problems.push(format!("{}: {e:#}", key(&p))),
-        }
-    }
-    if !problems.is_empty() {
-        bail!(
-            "cannot hand these providers over:\n  {}",
-            problems.join("\n  ")
-        );
-    }
+    let plans = plan_all(args, cluster, objects).await?;
     if plans.is_empty() {
         say!("no provider held by cluster-api-operator: nothing to migrate");
         return Ok(());
@@ -173,6 +152,38 @@ pub async fn run(args: &Args, cluster: &Cluster) -> anyhow::Result<()> {
     )
     .await?;
     report(cluster, &plans, &operators).await
+}
+
+/// What handing over each object cluster-api-operator holds means; objects it does not hold
+/// are skipped. Fails naming every provider that cannot be handed over.
+async fn plan_all(
+    args: &Args,
+    cluster: &Cluster,
+    objects: Vec<(AnyProvider, Value)>,
+) -> anyhow::Result<Vec<Handover>> {
+    let mut plans = Vec::new();
+    let mut problems = Vec::new();
+    for (p, value) in objects {
+        if !held(&p) {
+            say!(
+                "{}: not held by cluster-api-operator (no {} finalizer); skipped",
+                key(&p),
+                v1alpha2::FINALIZER
+            );
+            continue;
+        }
+        match plan(args, cluster, &p, value).await {
+            Ok(h) => plans.push(h),
+            Err(e) => problems.push(format!("{}: {e:#}", key(&p))),
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "cannot hand these providers over:\n  {}",
+            problems.join("\n  ")
+        );
+    }
+    Ok(plans)
 }
 
 /// Reads what handing `p` over means: its release rendered as this operator will, compared
