@@ -42,6 +42,44 @@ pub const JITTER_FACTOR: f64 = 1.2;
 /// writes are already refused, so this only lets them end cleanly.
 pub const DRAIN_AFTER_LOSS: Duration = Duration::from_secs(1);
 
+/// How long a terminated operator lets its in-flight reconciles finish before it exits anyway.
+/// Below the 30 s a pod is given between SIGTERM and SIGKILL, so a reconcile stuck on a call
+/// that never answers cannot keep the process (and, with leader election, the lease) past it:
+/// what it left undone is redone by the next leader from the declared state.
+pub const DRAIN_ON_TERMINATION: Duration = Duration::from_secs(20);
+
+/// How long the controllers may drain, when terminated and when deposed.
+#[derive(Clone, Copy, Debug)]
+pub struct Drains {
+    /// After a termination signal (the lease is renewed meanwhile).
+    pub on_termination: Duration,
+    /// After the loss of the lease (writes are already refused).
+    pub after_loss: Duration,
+}
+
+impl Default for Drains {
+    fn default() -> Self {
+        Self {
+            on_termination: DRAIN_ON_TERMINATION,
+            after_loss: DRAIN_AFTER_LOSS,
+        }
+    }
+}
+
+/// Waits for `work` (the controllers, asked to stop) for at most `limit`; `false`, with a
+/// warning, when it had to be abandoned.
+pub async fn drain(
+    work: impl std::future::Future<Output = ()>,
+    limit: Duration,
+    why: &str,
+) -> bool {
+    if tokio::time::timeout(limit, work).await.is_ok() {
+        return true;
+    }
+    warn!(after = ?limit, "{why}: in-flight reconciles abandoned");
+    false
+}
+
 /// Why one election attempt failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ElectionError {
@@ -370,16 +408,16 @@ impl Elector {
 /// Runs `work` (the controllers) while this replica leads, renewing the Lease meanwhile.
 ///
 /// On `terminate`, `stop` asks the work to drain, and the Lease keeps being renewed (the fence
-/// stays granted) until the work has finished; then the Lease is released. When the Lease is
-/// lost, the fence is already revoked; `stop` is called and the work gets at most
-/// `drain_after_loss` more before it is dropped, so a deposed leader exits promptly instead of
-/// finishing a long fetch. Returns how leadership ended.
+/// stays granted) until the work has finished or `drains.on_termination` has passed; then the
+/// Lease is released. When the Lease is lost, the fence is already revoked; `stop` is called
+/// and the work gets at most `drains.after_loss` more before it is dropped, so a deposed leader
+/// exits promptly instead of finishing a long fetch. Returns how leadership ended.
 pub async fn lead_while(
     elector: &mut Elector,
     work: impl std::future::Future<Output = ()>,
     terminate: impl std::future::Future<Output = ()>,
     stop: impl Fn(),
-    drain_after_loss: Duration,
+    drains: Drains,
 ) -> Held {
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
     let stop = &stop;
@@ -390,7 +428,7 @@ pub async fn lead_while(
             () = terminate => {
                 info!("terminating: stopping the controllers; the lease is renewed until they have");
                 stop();
-                work.await;
+                drain(&mut work, drains.on_termination, "terminating").await;
             }
         }
         // A dropped receiver means leadership already ended; nothing waits for this.
@@ -413,15 +451,13 @@ pub async fn lead_while(
         Held::Lost => {
             warn!("leadership lost: writes are refused; stopping the controllers");
             stop();
-            if !worked
-                && tokio::time::timeout(drain_after_loss, working)
-                    .await
-                    .is_err()
-            {
-                warn!(
-                    after = ?drain_after_loss,
-                    "in-flight reconciles abandoned: their writes would be refused anyway"
-                );
+            if !worked {
+                drain(
+                    working,
+                    drains.after_loss,
+                    "leadership lost (writes refused)",
+                )
+                .await;
             }
         }
     }
@@ -636,7 +672,7 @@ mod tests {
                 never,
                 std::future::pending(),
                 stop,
-                DRAIN_AFTER_LOSS,
+                Drains::default(),
             );
             (held.await, Instant::now())
         })
@@ -729,7 +765,7 @@ mod tests {
                 let terminate = async {
                     let _ = terminated.await;
                 };
-                lead_while(&mut a, work, terminate, stop, DRAIN_AFTER_LOSS).await
+                lead_while(&mut a, work, terminate, stop, Drains::default()).await
             }
         });
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -758,6 +794,38 @@ mod tests {
             .expect("the elector did not end after the controllers stopped")
             .unwrap();
         assert_eq!(held, Held::Stopped);
+        assert_eq!(fake.holder(), None, "the lease was not released");
+        assert!(!fence.is_leading(), "writes allowed after the release");
+    }
+
+    #[tokio::test]
+    async fn a_terminated_leader_whose_controllers_never_stop_releases_after_the_drain() {
+        let fake = Arc::new(FakeApiserver::default());
+        let addr = serve(fake.clone()).await;
+        let mut a = Elector::new(client(addr, "a-elector"), lease_config("a"));
+        let fence = a.fence();
+        tokio::time::timeout(Duration::from_secs(10), a.acquire())
+            .await
+            .unwrap();
+        let drains = Drains {
+            on_termination: Duration::from_secs(2),
+            ..Drains::default()
+        };
+        let started = Instant::now();
+        // A reconcile stuck on a call that never answers: the controllers never finish.
+        let stuck = std::future::pending::<()>();
+        let held = tokio::time::timeout(
+            Duration::from_secs(15),
+            lead_while(&mut a, stuck, async {}, || {}, drains),
+        )
+        .await
+        .expect("a terminated leader waited for its stuck controllers without end");
+        let took = started.elapsed();
+        assert_eq!(held, Held::Stopped);
+        assert!(
+            took >= drains.on_termination,
+            "returned after {took:?}, before the drain"
+        );
         assert_eq!(fake.holder(), None, "the lease was not released");
         assert!(!fence.is_leading(), "writes allowed after the release");
     }

@@ -624,6 +624,8 @@ impl OperatorProcess {
     }
 
     /// Asks the process to stop (SIGTERM), as a Pod deletion would, and waits for it to exit.
+    /// A process still running after the kubelet's 30 s grace period is killed, as the kubelet
+    /// would, and that is an error naming its log: the test fails instead of hanging.
     pub fn terminate(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
         let Some(mut c) = self.child.take() else {
             return Ok(None);
@@ -631,7 +633,19 @@ impl OperatorProcess {
         Command::new("kill")
             .args(["-TERM", &c.id().to_string()])
             .status()?;
-        c.wait().map(Some)
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = c.try_wait()? {
+                return Ok(Some(status));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        Err(std::io::Error::other(format!(
+            "still running 30 s after SIGTERM (killed); its log: {}",
+            self.log.display()
+        )))
     }
 
     /// Whether the process still runs.

@@ -198,14 +198,15 @@ impl Lead {
                 () = &mut controllers => {}
                 () = termination() => {
                     stop();
-                    controllers.await;
+                    let limit = crate::leader::DRAIN_ON_TERMINATION;
+                    crate::leader::drain(&mut controllers, limit, "terminating").await;
                 }
             }
             return Ok(());
         };
-        let drain = crate::leader::DRAIN_AFTER_LOSS;
+        let drains = crate::leader::Drains::default();
         let held =
-            crate::leader::lead_while(&mut elector, controllers, termination(), stop, drain).await;
+            crate::leader::lead_while(&mut elector, controllers, termination(), stop, drains).await;
         if held == crate::leader::Held::Lost {
             anyhow::bail!("leadership lost: exiting so that a fresh start campaigns again");
         }

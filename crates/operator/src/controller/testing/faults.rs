@@ -252,7 +252,9 @@ impl Process {
             inventory: false,
             failures: std::sync::Mutex::new(BTreeMap::new()),
             // A frozen clock: no recheck falls due by the wall clock (a slow run would differ).
-            rechecks: crate::controller::decide::readiness::Rechecks::with_clock(Arc::new(move || started)),
+            rechecks: crate::controller::decide::readiness::Rechecks::with_clock(Arc::new(
+                move || started,
+            )),
             uncached: std::sync::Mutex::new(BTreeMap::new()),
             inputs: crate::controller::inputs::InputWatches::inactive(),
         });
