@@ -16,8 +16,10 @@ use kube::{
 };
 use serde_json::Value;
 
-use super::FIELD_MANAGER;
 use capi_operator_api::APPLIED_HASH_LABEL;
+
+/// Field manager of everything the operator applies.
+pub const FIELD_MANAGER: &str = "capi-provider-operator";
 
 pub use capi_cluster_io::{
     ApplyError, CERT_MANAGER_GROUP, ObjKey, RECREATABLE, crds_needed_by, key_of, recreatable,

@@ -4,10 +4,9 @@
 use std::collections::BTreeMap;
 
 use capi_operator_api::AnyProvider;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
 
-use super::{Options, apply::Applier, events, inputs, readiness, world::World};
+use super::{apply::Applier, decide::readiness, events, inputs, options::Options, world::World};
 
 /// Everything a reconcile needs.
 pub struct Ctx {
@@ -34,17 +33,8 @@ pub struct Ctx {
     pub inputs: inputs::InputWatches,
 }
 
-/// The owner reference the operator's own objects (release caches) carry.
-pub fn owner_reference(p: &AnyProvider) -> OwnerReference {
-    OwnerReference {
-        api_version: p.api.api_version(),
-        kind: p.provider_type.kind().to_string(),
-        name: p.name().to_string(),
-        uid: p.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: None,
-    }
-}
+/// The owner reference naming a provider (on what it installs that can carry one).
+pub use capi_cluster_io::provider_kind::owner_reference;
 
 /// Key of a provider for bookkeeping maps.
 pub fn provider_key(p: &AnyProvider) -> String {

@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use tracing::debug;
 
 use super::{
-    Ctx,
+    context::Ctx,
     source::{self, Input},
     wake::{Target, Triggers, route},
 };

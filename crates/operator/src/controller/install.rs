@@ -33,16 +33,16 @@ use serde_json::{Value, json};
 use tracing::{Instrument, debug, debug_span, info, warn};
 
 use super::{
-    Ctx,
     apply::{ApplyError, ApplyReport, key_of},
     budget::Share,
+    context::{Ctx, provider_key},
     decide::{
         Note, Outcome, Reasoned,
         conditions::{self, Desired},
         plan, preflight, problem, readiness, reason,
         settle::backoff_delay,
     },
-    found, provider_key,
+    found,
     report::{list_note, merge_params},
     served::Served,
     source::{self, Chosen, Lookup, ReleaseCache},

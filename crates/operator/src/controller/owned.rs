@@ -24,15 +24,47 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::{
-    OWNED_KINDS,
     wake::{Task, Triggers, route},
     world::Index,
 };
 
+/// Kinds watched for drift repair and pruning (`group`, `version`, `kind`), from the moment
+/// the cluster serves them (see [`OwnedKinds`]). Objects of other kinds in a release are applied but
+/// neither pruned nor repaired.
+pub const OWNED_KINDS: &[(&str, &str, &str)] = &[
+    ("", "v1", "Namespace"),
+    ("", "v1", "ServiceAccount"),
+    ("", "v1", "Service"),
+    ("", "v1", "ConfigMap"),
+    ("", "v1", "Secret"),
+    ("apps", "v1", "Deployment"),
+    ("apps", "v1", "DaemonSet"),
+    ("apps", "v1", "StatefulSet"),
+    ("rbac.authorization.k8s.io", "v1", "Role"),
+    ("rbac.authorization.k8s.io", "v1", "RoleBinding"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
+    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+    ),
+    ("cert-manager.io", "v1", "Certificate"),
+    ("cert-manager.io", "v1", "Issuer"),
+    // clusterctl's inventory entries (see [`super::inventory`]).
+    ("clusterctl.cluster.x-k8s.io", "v1alpha3", "Provider"),
+];
+
 /// The watches of installed objects see only what carries owner labels.
 pub fn selector() -> watcher::Config {
     watcher::Config::default()
-        .labels(super::OWNER_KIND_LABEL)
+        .labels(capi_operator_api::OWNER_KIND_LABEL)
         .any_semantic()
 }
 
@@ -234,7 +266,7 @@ const RECHECKS: u32 = 5;
 /// the group of every CRD event of an owned group: created, Established, deleted), and again
 /// [`RECHECKS`] times after the group's last event.
 pub(super) fn follow_crds(
-    ctx: std::sync::Weak<super::Ctx>,
+    ctx: std::sync::Weak<super::context::Ctx>,
 ) -> (mpsc::UnboundedSender<String>, Task) {
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     let task: Task = Box::pin(async move {

@@ -23,14 +23,14 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::{
-    Ctx,
+    context::{Ctx, provider_key},
     decide::{
         Outcome,
         conditions::{self, Desired},
         kstatus, preflight, problem, readiness, reason,
         settle::{self as decided, backoff_delay, jitter_sample},
     },
-    install, provider_key,
+    install,
     report::{self, Subject, merge_params},
     served::{self, Served},
 };

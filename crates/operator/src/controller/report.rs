@@ -18,7 +18,8 @@ use serde_json::json;
 use tracing::debug;
 
 use super::{
-    Ctx, FIELD_MANAGER,
+    apply::FIELD_MANAGER,
+    context::Ctx,
     decide::{
         Error, Note,
         conditions::{self, Desired},

@@ -27,12 +27,13 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::{
-    FIELD_MANAGER, Options,
-    apply::{self, Applier},
+    apply::{self, Applier, FIELD_MANAGER},
     context::Ctx,
+    decide::readiness,
     events, inputs, inventory,
+    options::Options,
     owned::{self, OwnedKinds},
-    readiness, reconcile,
+    reconcile,
     served::Served,
     wake::{self, Task, Triggers, route},
     world::{Index, ProviderChange, World},

@@ -110,7 +110,7 @@ pub type Chosen = ProviderSource<KubeConfigMaps>;
 /// provider). `vars` are the provider Secret's data (tokens, registry credentials); the
 /// operator's own GitHub API URL and token apply when the provider names none.
 pub fn choose(
-    ctx: &super::Ctx,
+    ctx: &super::context::Ctx,
     p: &AnyProvider,
     vars: &BTreeMap<String, String>,
 ) -> Result<Chosen, String> {

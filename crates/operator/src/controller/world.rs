@@ -21,8 +21,8 @@ use kube::{
 };
 
 use super::{
-    OwnedKinds,
     apply::{self, Live, ObjKey},
+    owned::OwnedKinds,
     served::Served,
     wake::{self, CoreSeen, Target},
 };

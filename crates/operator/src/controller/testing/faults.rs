@@ -41,7 +41,12 @@ use serde_json::{Value, json};
 
 use super::fake_api::{FakeApi, Fault, Rng};
 use crate::controller::{
-    Ctx, FIELD_MANAGER, Options, OwnedKinds, World, apply::Applier, reconcile, world::Index,
+    apply::{Applier, FIELD_MANAGER},
+    context::Ctx,
+    options::Options,
+    owned::OwnedKinds,
+    reconcile,
+    world::{Index, World},
 };
 use crate::fence::Fence;
 

@@ -16,11 +16,12 @@ use serde_json::{Value, json};
 
 use super::fake_api::{FakeApi, Recorded};
 use crate::controller::{
-    Ctx, FIELD_MANAGER, Options, World,
-    apply::Applier,
+    apply::{Applier, FIELD_MANAGER},
+    context::Ctx,
     decide::{readiness::Rechecks, reason},
+    options::Options,
     reconcile,
-    world::Index,
+    world::{Index, World},
 };
 
 const NS: &str = "capi-system";
@@ -80,7 +81,7 @@ fn ctx_with(
         recorder: crate::controller::events::Events::new(client.clone(), reporter),
         applier: Applier::new(client.clone()),
         client,
-        world: World::new(index, crate::controller::OwnedKinds::default()),
+        world: World::new(index, crate::controller::owned::OwnedKinds::default()),
         opts: Options {
             config_retry: Duration::from_secs(60),
             ..Options::default()

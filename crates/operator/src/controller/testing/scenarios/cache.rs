@@ -12,8 +12,9 @@ use kube::runtime::controller::Action;
 
 use crate::controller::testing::fake_api::FakeApi;
 use crate::controller::{
-    Ctx, Options,
+    context::Ctx,
     decide::reason,
+    options::Options,
     reconcile,
     source::{RELEASE_CACHE_LABEL, RELEASE_SOURCE_ANNOTATION, Release, release_digest},
 };
