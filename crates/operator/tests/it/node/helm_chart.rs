@@ -352,11 +352,12 @@ async fn chart_values_install_render_and_apply() -> TestResult {
     let Some(helm) = helm_bin(test) else {
         return Ok(());
     };
+    // The area first: the cluster belongs to it (another area's test would stop it).
+    let _serial = capi_test_support::isolated(module_path!()).await;
     let Some(cluster) = chart_cluster(test) else {
         return Ok(());
     };
     let cluster = cluster?;
-    let _serial = capi_test_support::isolated(module_path!()).await;
     install_runs_the_operator_with_env_and_providers(cluster, &helm).await?;
     values_lint_render_and_apply(cluster, &helm)
 }
