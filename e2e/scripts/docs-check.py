@@ -97,7 +97,7 @@ INLINE = {
     "capi-provider-operator render": ("name", "the subcommand; its block runs below it"),
     "capi-provider-operator run": ("name", "the subcommand; make demo runs it"),
     "capi-provider-operator api-docs": ("name", "the subcommand behind make docs"),
-    "kubectl capi-providers migrate": ("name", "crates/plugin/tests/e2e_migrate.rs"),
+    "kubectl capi-providers migrate": ("name", "crates/plugin/tests/it/e2e_migrate.rs"),
     "kubectl capi-providers migrate --from cluster-api-operator": (
         "covered",
         "crates/operator/tests/it/node/handover_from_go_operator.rs runs it against the real cluster-api-operator",

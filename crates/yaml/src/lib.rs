@@ -13,7 +13,7 @@
 //! close) and the whole input is then parsed by serde-saphyr as before, so values and errors
 //! are serde-saphyr's either way. It enforces the same [`Limits`] (size, depth, nodes,
 //! documents; it has no aliases), stopping short of them so that the full parser decides at
-//! the limits. `tests/differential.rs`, `tests/tricky.rs` and `tests/roundtrip.rs` hold the
+//! the limits. `tests/it/differential.rs`, `tests/it/tricky.rs` and `tests/it/roundtrip.rs` hold the
 //! two parsers to the same results.
 
 mod block_parser;
