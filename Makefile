@@ -53,6 +53,7 @@ fmt-check:
 .PHONY: clippy
 clippy:
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	@python3 $(SCRIPTS)/module-graph.py
 
 .PHONY: crds
 crds: ## Regenerate manifests/crds from the Rust types.

@@ -78,6 +78,7 @@ INLINE = {
     "make dist": ("covered", "by hand (release builds for four platforms); make dist-check, a step of make test, runs its packaging on the debug build"),
     "make dist-check": ("covered", "a step of make test"),
     "make unit": ("covered", "a step of make test (the reconcile scenarios run there)"),
+    "make clippy": ("covered", "a step of make test"),
     "cargo build --locked --workspace --all-targets": ("covered", "the Makefile's BUILD: make test runs it in check-generated, and this check before its blocks"),
     "kubectl capi-providers": ("name", "the plugin; its block in docs/plugin.md runs it"),
     "kubectl capi-providers preload": ("name", "the subcommand; its block in docs/user-guide.md runs it"),

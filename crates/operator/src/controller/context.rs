@@ -1,12 +1,15 @@
 //! What a reconcile is handed: the cluster, the index, the applier and the bookkeeping shared
 //! by the controllers, and the names a provider goes by in that bookkeeping.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
 use capi_operator_api::AnyProvider;
 use kube::Client;
 
-use super::{apply::Applier, decide::readiness, events, inputs, options::Options, world::World};
+use super::{
+    apply::Applier, decide::readiness, events, inputs, options::Options, owned::OwnedKinds,
+    world::Index,
+};
 
 /// Everything a reconcile needs.
 pub struct Ctx {
@@ -39,4 +42,37 @@ pub use capi_cluster_io::provider_kind::owner_reference;
 /// Key of a provider for bookkeeping maps.
 pub fn provider_key(p: &AnyProvider) -> String {
     format!("{}/{}/{}", p.provider_type.kind(), p.namespace(), p.name())
+}
+
+/// The CRD watch re-discovers the owned kinds through the context it holds weakly.
+impl AsRef<OwnedKinds> for Ctx {
+    fn as_ref(&self) -> &OwnedKinds {
+        &self.world.owned
+    }
+}
+
+/// The caches controllers read: the index, and the watched kinds of installed objects.
+pub struct World {
+    index: Arc<Index>,
+    /// Watched kinds of installed objects.
+    pub owned: OwnedKinds,
+}
+
+impl World {
+    /// The world of `index`, whose installed objects are of the kinds of `owned`.
+    pub fn new(index: Arc<Index>, owned: OwnedKinds) -> World {
+        World { index, owned }
+    }
+
+    /// The index the watches feed.
+    pub fn index(&self) -> &Arc<Index> {
+        &self.index
+    }
+}
+
+impl std::ops::Deref for World {
+    type Target = Index;
+    fn deref(&self) -> &Index {
+        &self.index
+    }
 }

@@ -12,7 +12,7 @@ use std::{
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{
-    Api, ResourceExt,
+    Api, Client, ResourceExt,
     api::PartialObjectMeta,
     runtime::{WatchStreamExt, watcher},
 };
@@ -20,9 +20,9 @@ use tokio::task::JoinHandle;
 use tracing::debug;
 
 use super::{
-    context::Ctx,
     source::{self, Input},
     wake::{Target, Triggers, route},
+    world::Index,
 };
 
 /// One watch: what it watches and where.
@@ -59,12 +59,11 @@ impl InputWatches {
 
     /// Starts the watches the cached providers need and stops those none needs any more.
     /// Cheap when nothing changed: it compares two small sets.
-    pub fn sync(&self, ctx: &Arc<Ctx>) {
+    pub fn sync(&self, client: &Client, index: &Arc<Index>) {
         let Some(triggers) = &self.triggers else {
             return;
         };
-        let wanted: BTreeSet<Key> = ctx
-            .world
+        let wanted: BTreeSet<Key> = index
             .all_providers()
             .iter()
             .flat_map(source::input_namespaces)
@@ -83,7 +82,12 @@ impl InputWatches {
                 continue;
             }
             debug!(input = ?key.0, namespace = %key.1, "watch started");
-            let task = spawn_watch(Arc::downgrade(ctx), triggers.clone(), &key);
+            let task = spawn_watch(
+                client.clone(),
+                Arc::downgrade(index),
+                triggers.clone(),
+                &key,
+            );
             running.insert(key, task);
         }
     }
@@ -105,18 +109,21 @@ impl Drop for InputWatches {
 }
 
 /// The watch of one input kind in one namespace, routing each change to the providers that
-/// read the object. The task holds the context weakly: the context owns the task.
-fn spawn_watch(ctx: Weak<Ctx>, triggers: Triggers, (input, namespace): &Key) -> JoinHandle<()> {
-    let Some(client) = ctx.upgrade().map(|c| c.client.clone()) else {
-        return tokio::spawn(async {});
-    };
+/// read the object. The task holds the index weakly: the context, which owns the index, owns
+/// the task too.
+fn spawn_watch(
+    client: Client,
+    index: Weak<Index>,
+    triggers: Triggers,
+    (input, namespace): &Key,
+) -> JoinHandle<()> {
     let wc = watcher::Config::default().any_semantic();
     let task = match input {
         Input::Secret => {
             let api = Api::<PartialObjectMeta<Secret>>::namespaced(client, namespace);
             let stream = watcher(api, wc).default_backoff().touched_objects();
             route(stream, triggers, move |s: &PartialObjectMeta<Secret>| {
-                readers(&ctx, s.namespace(), |p, ns| {
+                readers(&index, s.namespace(), |p, ns| {
                     source::reads_secret(p, ns, &s.name_any())
                 })
             })
@@ -126,7 +133,7 @@ fn spawn_watch(ctx: Weak<Ctx>, triggers: Triggers, (input, namespace): &Key) -> 
             let stream = watcher(api, wc).default_backoff().touched_objects();
             route(stream, triggers, move |m: &PartialObjectMeta<ConfigMap>| {
                 let labels = m.metadata.labels.clone().unwrap_or_default();
-                readers(&ctx, m.namespace(), |p, ns| {
+                readers(&index, m.namespace(), |p, ns| {
                     source::reads_configmap(p, ns, &m.name_any(), &labels)
                 })
             })
@@ -137,12 +144,12 @@ fn spawn_watch(ctx: Weak<Ctx>, triggers: Triggers, (input, namespace): &Key) -> 
 
 /// The providers `reads` says read an object of `namespace`.
 fn readers(
-    ctx: &Weak<Ctx>,
+    index: &Weak<Index>,
     namespace: Option<String>,
     reads: impl Fn(&capi_operator_api::AnyProvider, &str) -> bool,
 ) -> Vec<Target> {
-    let (Some(ctx), Some(ns)) = (ctx.upgrade(), namespace) else {
+    let (Some(index), Some(ns)) = (index.upgrade(), namespace) else {
         return Vec::new();
     };
-    ctx.world.targets_where(|p| reads(p, &ns))
+    index.targets_where(|p| reads(p, &ns))
 }

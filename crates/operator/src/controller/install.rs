@@ -164,7 +164,7 @@ fn preflight_phase<P>(s: &State<'_, P>) -> Phase<Option<AnyProvider>> {
 /// The provider Secret's variables and the release source they and fetchConfig choose.
 async fn configure<P>(s: &State<'_, P>) -> Phase<(BTreeMap<String, String>, Chosen)> {
     let vars = read_variables(s.ctx, s.p).await?;
-    match source::choose(s.ctx, s.p, &vars) {
+    match source::choose(&s.ctx.client, &s.ctx.opts, s.p, &vars) {
         Ok(chosen) => ControlFlow::Continue((vars, chosen)),
         Err(message) => end(problem(
             PREFLIGHT_CHECK_PASSED,

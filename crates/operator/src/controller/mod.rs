@@ -27,11 +27,12 @@ pub mod wake;
 pub mod world;
 
 pub use apply::FIELD_MANAGER;
+pub use context::World;
 pub use context::{Ctx, owner_reference, provider_key};
 pub use options::Options;
 pub use owned::{OWNED_KINDS, OwnedKind, OwnedKinds};
 pub use runtime::run;
-pub use world::{World, owned_by};
+pub use world::owned_by;
 
 pub use capi_operator_api::{
     OWNER_API_LABEL, OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL,

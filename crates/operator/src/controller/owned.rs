@@ -264,10 +264,12 @@ const RECHECKS: u32 = 5;
 
 /// Re-discovers the owned kinds of each group the returned sender names (the CRD watch sends
 /// the group of every CRD event of an owned group: created, Established, deleted), and again
-/// [`RECHECKS`] times after the group's last event.
-pub(super) fn follow_crds(
-    ctx: std::sync::Weak<super::context::Ctx>,
-) -> (mpsc::UnboundedSender<String>, Task) {
+/// [`RECHECKS`] times after the group's last event. `holder` holds the owned kinds (the
+/// reconcile context); the task ends once it is gone.
+pub(super) fn follow_crds<H>(holder: std::sync::Weak<H>) -> (mpsc::UnboundedSender<String>, Task)
+where
+    H: AsRef<OwnedKinds> + Send + Sync + 'static,
+{
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     let task: Task = Box::pin(async move {
         let mut recheck = std::collections::BTreeSet::new();
@@ -295,9 +297,11 @@ pub(super) fn follow_crds(
                     }
                 }
             };
-            let Some(ctx) = ctx.upgrade() else { return };
+            let Some(holder) = holder.upgrade() else {
+                return;
+            };
             for g in groups {
-                ctx.world.owned.discover(Some(&g)).await;
+                (*holder).as_ref().discover(Some(&g)).await;
             }
         }
     });

@@ -41,7 +41,7 @@ pub use super::decide::Error;
 pub async fn reconcile<P: Served>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
     // A new provider may read Secrets or ConfigMaps in a namespace not watched yet.
-    ctx.inputs.sync(&ctx);
+    ctx.inputs.sync(&ctx.client, ctx.world.index());
     let (p, translated) = obj.view();
     let kind = p.provider_type.kind();
     // Every log line of this reconcile, its phases' included, names the provider.

@@ -29,6 +29,7 @@ use tracing::{info, warn};
 use super::{
     apply::{self, Applier, FIELD_MANAGER},
     context::Ctx,
+    context::World,
     decide::readiness,
     events, inputs, inventory,
     options::Options,
@@ -36,7 +37,7 @@ use super::{
     reconcile,
     served::Served,
     wake::{self, Task, Triggers, route},
-    world::{Index, ProviderChange, World},
+    world::{Index, ProviderChange},
 };
 
 /// Runs the seven controllers until a termination signal (or, with leader election, until the

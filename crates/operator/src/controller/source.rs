@@ -110,7 +110,8 @@ pub type Chosen = ProviderSource<KubeConfigMaps>;
 /// provider). `vars` are the provider Secret's data (tokens, registry credentials); the
 /// operator's own GitHub API URL and token apply when the provider names none.
 pub fn choose(
-    ctx: &super::context::Ctx,
+    client: &kube::Client,
+    opts: &super::options::Options,
     p: &AnyProvider,
     vars: &BTreeMap<String, String>,
 ) -> Result<Chosen, String> {
@@ -123,12 +124,12 @@ pub fn choose(
         p.spec.fetch_config.as_ref(),
         |k| vars.get(k).cloned(),
         &SourceSettings {
-            github_api_url: ctx.opts.github_api_url.as_deref(),
-            github_token: ctx.opts.github_token.as_deref(),
-            github_token_hosts: &ctx.opts.github_token_hosts,
+            github_api_url: opts.github_api_url.as_deref(),
+            github_token: opts.github_token.as_deref(),
+            github_token_hosts: &opts.github_token_hosts,
             allow_http_urls: false,
         },
-        |namespace, query| Some(KubeConfigMaps::new(ctx.client.clone(), namespace, query)),
+        |namespace, query| Some(KubeConfigMaps::new(client.clone(), namespace, query)),
     )
     .map_err(|e| e.to_string())
 }

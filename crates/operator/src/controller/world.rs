@@ -22,7 +22,6 @@ use kube::{
 
 use super::{
     apply::{self, Live, ObjKey},
-    owned::OwnedKinds,
     served::Served,
     wake::{self, CoreSeen, Target},
 };
@@ -544,32 +543,6 @@ fn key_of(group: &str, kind: &str, m: &ObjectMeta) -> ObjKey {
         kind: kind.to_string(),
         namespace: m.namespace.clone().unwrap_or_default(),
         name: m.name.clone().unwrap_or_default(),
-    }
-}
-
-/// The caches controllers read: the index, and the watched kinds of installed objects.
-pub struct World {
-    index: Arc<Index>,
-    /// Watched kinds of installed objects.
-    pub owned: OwnedKinds,
-}
-
-impl World {
-    /// The world of `index`, whose installed objects are of the kinds of `owned`.
-    pub fn new(index: Arc<Index>, owned: OwnedKinds) -> World {
-        World { index, owned }
-    }
-
-    /// The index the watches feed.
-    pub fn index(&self) -> &Arc<Index> {
-        &self.index
-    }
-}
-
-impl std::ops::Deref for World {
-    type Target = Index;
-    fn deref(&self) -> &Index {
-        &self.index
     }
 }
 

@@ -43,10 +43,11 @@ use super::fake_api::{FakeApi, Fault, Rng};
 use crate::controller::{
     apply::{Applier, FIELD_MANAGER},
     context::Ctx,
+    context::World,
     options::Options,
     owned::OwnedKinds,
     reconcile,
-    world::{Index, World},
+    world::Index,
 };
 use crate::fence::Fence;
 

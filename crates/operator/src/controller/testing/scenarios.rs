@@ -18,10 +18,11 @@ use super::fake_api::{FakeApi, Recorded};
 use crate::controller::{
     apply::{Applier, FIELD_MANAGER},
     context::Ctx,
+    context::World,
     decide::{readiness::Rechecks, reason},
     options::Options,
     reconcile,
-    world::{Index, World},
+    world::Index,
 };
 
 const NS: &str = "capi-system";
