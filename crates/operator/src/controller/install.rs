@@ -44,9 +44,9 @@ use super::{
     },
     found,
     report::{list_note, merge_params},
-    served::Served,
     source::{self, Chosen, Lookup, ReleaseCache},
 };
+use capi_cluster_io::provider_kind::ProviderKind;
 
 impl Reasoned for ApplyError {
     fn reason(&self) -> &'static str {
@@ -89,7 +89,7 @@ struct Fetched {
 }
 
 /// Runs the phases in order and gives the outcome.
-pub async fn install<P: Served>(s: &mut State<'_, P>) -> Outcome {
+pub async fn install<P: ProviderKind>(s: &mut State<'_, P>) -> Outcome {
     match run(s).await {
         ControlFlow::Continue(()) => Outcome::Done,
         ControlFlow::Break(outcome) => outcome,
@@ -97,7 +97,7 @@ pub async fn install<P: Served>(s: &mut State<'_, P>) -> Outcome {
 }
 
 /// The phases, in order.
-async fn run<P: Served>(s: &mut State<'_, P>) -> Phase {
+async fn run<P: ProviderKind>(s: &mut State<'_, P>) -> Phase {
     let core = debug_span!("phase", name = "preflight").in_scope(|| preflight_phase(s))?;
     let (vars, chosen) = configure(s)
         .instrument(debug_span!("phase", name = "configure"))
@@ -176,7 +176,7 @@ async fn configure<P>(s: &State<'_, P>) -> Phase<(BTreeMap<String, String>, Chos
 
 /// spec.version, checked against a downgrade. An empty one is resolved to the latest release
 /// and written back, which ends this reconcile: the update brings the next one.
-async fn resolve_version<P: Served>(s: &mut State<'_, P>, chosen: &Chosen) -> Phase<String> {
+async fn resolve_version<P: ProviderKind>(s: &mut State<'_, P>, chosen: &Chosen) -> Phase<String> {
     if let Some(v) = s.p.spec.version.as_deref().filter(|v| !v.is_empty()) {
         if let Err(f) = preflight::check_downgrade(s.status.installed_version.as_deref(), v) {
             return end(preflight_failed(f));
@@ -212,7 +212,10 @@ async fn resolve_version<P: Served>(s: &mut State<'_, P>, chosen: &Chosen) -> Ph
 /// After the version write lost a race: a version set meanwhile (by the user) stands, and its
 /// update brings the next reconcile; any other change means trying again (with back-off) on a
 /// fresh read.
-async fn version_conflict<P: Served>(s: &State<'_, P>, conflict: kube::Error) -> Phase<String> {
+async fn version_conflict<P: ProviderKind>(
+    s: &State<'_, P>,
+    conflict: kube::Error,
+) -> Phase<String> {
     let now = match s.api.get(s.p.name()).await {
         Ok(o) => o.view().0,
         Err(e) => return end(version_not_written(e)),
@@ -241,7 +244,7 @@ fn version_not_written(e: kube::Error) -> Outcome {
 
 /// The latest release's version; the release is cached (and its digest recorded), as the
 /// next reconcile fetches it.
-async fn latest_version<P: Served>(s: &mut State<'_, P>, chosen: &Chosen) -> Phase<String> {
+async fn latest_version<P: ProviderKind>(s: &mut State<'_, P>, chosen: &Chosen) -> Phase<String> {
     match fetch_release(&chosen.source, None, &chosen.components_file).await {
         Ok(r) => {
             if let Some(key) = chosen.cache_key.as_deref() {
@@ -256,7 +259,7 @@ async fn latest_version<P: Served>(s: &mut State<'_, P>, chosen: &Chosen) -> Pha
 
 /// The release (through the in-cluster cache for remote sources) and its contract, within the
 /// memory budget: an estimate is held while fetching, then the release's own cost.
-async fn fetch<P: Served>(
+async fn fetch<P: ProviderKind>(
     s: &mut State<'_, P>,
     chosen: &Chosen,
     version: String,
@@ -298,7 +301,7 @@ async fn fetch<P: Served>(
 /// The release from the cache when its entry has the digest the status records, else taken
 /// over from cluster-api-operator (before this operator recorded any release of the
 /// provider) or fetched; a fetched release is cached and its digest recorded.
-async fn cached_fetch<P: Served>(
+async fn cached_fetch<P: ProviderKind>(
     s: &mut State<'_, P>,
     chosen: &Chosen,
     version: &str,
@@ -377,7 +380,7 @@ fn uncached_wait(ctx: &Ctx, key: &str) -> Option<(u32, std::time::Duration)> {
 
 /// Caches a fetched release and records its digest; a release that cannot be cached is
 /// reported (it is fetched again when next needed, within the back-off). Whether it was cached.
-async fn cache_release<P: Served>(
+async fn cache_release<P: ProviderKind>(
     s: &mut State<'_, P>,
     cache: &ReleaseCache,
     release: &Release,
@@ -571,7 +574,10 @@ async fn render_phase<P>(
 }
 
 /// Server-side applies the objects; shows, in an event, a release granting broad powers.
-async fn apply_phase<P: Served>(s: &mut State<'_, P>, objects: &[Value]) -> Phase<ApplyReport> {
+async fn apply_phase<P: ProviderKind>(
+    s: &mut State<'_, P>,
+    objects: &[Value],
+) -> Phase<ApplyReport> {
     let report = match s
         .ctx
         .applier
@@ -618,7 +624,7 @@ fn repaired_note(repaired: &[String]) -> String {
 }
 
 /// Deletes what this provider installed before but no longer renders.
-async fn prune<P: Served>(
+async fn prune<P: ProviderKind>(
     s: &mut State<'_, P>,
     objects: &[&Value],
     paused: bool,
@@ -650,7 +656,7 @@ async fn prune<P: Served>(
 /// Keeps the provider's clusterctl inventory entry at the version just applied. Not part of the
 /// release: a failure is an event, never a failed install. An entry someone else changed (see
 /// [`super::inventory`]) is said to be restored in an event.
-async fn record_in_inventory<P: Served>(
+async fn record_in_inventory<P: ProviderKind>(
     s: &mut State<'_, P>,
     entry: &Value,
     version: &str,
@@ -690,7 +696,7 @@ async fn record_in_inventory<P: Served>(
 }
 
 /// Installed, upgraded, contract-verified, paused and ready conditions.
-async fn report<P: Served>(
+async fn report<P: ProviderKind>(
     s: &mut State<'_, P>,
     f: &Fetched,
     rendered: Render,

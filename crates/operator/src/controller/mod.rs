@@ -19,7 +19,6 @@ pub mod owned;
 pub mod reconcile;
 pub mod report;
 pub mod runtime;
-pub mod served;
 pub mod source;
 #[cfg(test)]
 mod testing;

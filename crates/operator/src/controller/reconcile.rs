@@ -32,13 +32,13 @@ use super::{
     },
     install,
     report::{self, Subject, merge_params},
-    served::{self, Served},
 };
+use capi_cluster_io::provider_kind::{self, ProviderKind};
 
 pub use super::decide::Error;
 
 /// Reconciles one provider object, recording the reconcile in the metrics.
-pub async fn reconcile<P: Served>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile<P: ProviderKind>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
     // A new provider may read Secrets or ConfigMaps in a namespace not watched yet.
     ctx.inputs.sync(&ctx.client, ctx.world.index());
@@ -73,7 +73,7 @@ pub async fn reconcile<P: Served>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, 
     result
 }
 
-async fn reconcile_once<P: Served>(
+async fn reconcile_once<P: ProviderKind>(
     obj: Arc<P>,
     p: AnyProvider,
     translated: Result<Vec<String>, ConversionError>,
@@ -87,7 +87,7 @@ async fn reconcile_once<P: Served>(
         debug!(provider = %provider_key(&p), "managed by something else; left alone");
         return Ok(Action::await_change());
     }
-    if served::held_by_cluster_api_operator(&p) {
+    if provider_kind::held_by_cluster_api_operator(&p) {
         debug!(provider = %provider_key(&p), "cluster-api-operator's finalizer is on it; left alone until the handover");
         return Ok(Action::await_change());
     }
@@ -115,7 +115,7 @@ fn has_finalizer(p: &AnyProvider) -> bool {
         .any(|f| f == FINALIZER)
 }
 
-async fn add_finalizer<P: Served>(api: &Api<P>, p: &AnyProvider) -> Result<(), kube::Error> {
+async fn add_finalizer<P: ProviderKind>(api: &Api<P>, p: &AnyProvider) -> Result<(), kube::Error> {
     let mut finalizers = p.metadata.finalizers.clone().unwrap_or_default();
     finalizers.push(FINALIZER.to_string());
     write_finalizers(api, p, finalizers).await
@@ -123,7 +123,7 @@ async fn add_finalizer<P: Served>(api: &Api<P>, p: &AnyProvider) -> Result<(), k
 
 /// Writes `finalizers`; the resourceVersion makes it a compare-and-swap, so a concurrent
 /// finalizer change gives a conflict and a retry rather than a lost entry.
-async fn write_finalizers<P: Served>(
+async fn write_finalizers<P: ProviderKind>(
     api: &Api<P>,
     p: &AnyProvider,
     finalizers: Vec<String>,
@@ -138,7 +138,7 @@ async fn write_finalizers<P: Served>(
 }
 
 /// Runs the install phases, then writes the status once from their outcome.
-async fn install_and_report<P: Served>(
+async fn install_and_report<P: ProviderKind>(
     s: &Subject<'_, P>,
     translated: Result<Vec<String>, ConversionError>,
     ctx: &Ctx,
@@ -197,7 +197,11 @@ async fn install_and_report<P: Served>(
 /// [`readiness::Rechecks`]): its Deployments from the cache and, for one not available, its
 /// Pods. The next look backs off while nothing changes; Ready, or a state rechecks do not
 /// follow, ends them (the latter with a full pass at once).
-async fn recheck<P: Served>(s: &Subject<'_, P>, ctx: &Ctx, key: &str) -> Result<Action, Error> {
+async fn recheck<P: ProviderKind>(
+    s: &Subject<'_, P>,
+    ctx: &Ctx,
+    key: &str,
+) -> Result<Action, Error> {
     let p = s.p;
     let old = p.status.clone().unwrap_or_default();
     let mut status = old.clone();
@@ -276,7 +280,7 @@ fn settle(
 
 /// Backoff for transient failures (see [`backoff_delay`]); the failure is reported by its
 /// reason (see [`report::failure`]).
-pub fn error_policy<P: Served>(obj: Arc<P>, err: &Error, ctx: Arc<Ctx>) -> Action {
+pub fn error_policy<P: ProviderKind>(obj: Arc<P>, err: &Error, ctx: Arc<Ctx>) -> Action {
     let key = provider_key(&obj.view().0);
     report::failure(obj, ctx.clone(), err);
     let n = ctx
@@ -355,7 +359,7 @@ async fn deletion_blockers(ctx: &Ctx, p: &AnyProvider) -> Result<Vec<String>, ku
 
 /// Deletion: wait while something blocks it, remove the installed components, then release
 /// the finalizer.
-async fn delete<P: Served>(s: &Subject<'_, P>, ctx: &Ctx) -> Result<Action, Error> {
+async fn delete<P: ProviderKind>(s: &Subject<'_, P>, ctx: &Ctx) -> Result<Action, Error> {
     let p = s.p;
     if !has_finalizer(p) {
         return Ok(Action::await_change());
@@ -407,7 +411,10 @@ async fn delete<P: Served>(s: &Subject<'_, P>, ctx: &Ctx) -> Result<Action, Erro
 }
 
 /// Removes the operator's finalizer and only it.
-async fn release_finalizer<P: Served>(api: &Api<P>, p: &AnyProvider) -> Result<(), kube::Error> {
+async fn release_finalizer<P: ProviderKind>(
+    api: &Api<P>,
+    p: &AnyProvider,
+) -> Result<(), kube::Error> {
     let finalizers: Vec<String> = p
         .metadata
         .finalizers

@@ -25,8 +25,8 @@ use super::{
         conditions::{self, Desired},
         kstatus,
     },
-    served::{self, Served},
 };
+use capi_cluster_io::provider_kind::{self, ProviderKind};
 
 pub use capi_operator_api::note::{NOTE_LIMIT, clip_note, list_note};
 
@@ -44,7 +44,7 @@ pub struct Subject<'a, P> {
 /// Completes the status of a pass that `ended` so (kstatus, observed generation, metrics),
 /// publishes the phases' `notes` and the status's newsworthy changes, and writes the status
 /// when it differs from the `old` one.
-pub async fn status<P: Served>(
+pub async fn status<P: ProviderKind>(
     s: &Subject<'_, P>,
     ctx: &Ctx,
     (old, mut status): (ProviderStatus, ProviderStatus),
@@ -64,7 +64,7 @@ pub async fn status<P: Served>(
 /// condition's reason and message, so its event repeats the condition's (a series, see
 /// [`super::events`]). The event is published in the background, as the error policy does not
 /// wait.
-pub fn failure<P: Served>(obj: Arc<P>, ctx: Arc<Ctx>, err: &Error) {
+pub fn failure<P: ProviderKind>(obj: Arc<P>, ctx: Arc<Ctx>, err: &Error) {
     ctx.opts.metrics.failed(P::TYPE.kind(), err.reason());
     if let Some(note) = err.note() {
         tokio::spawn(async move { publish_notes(obj.as_ref(), &ctx, vec![note]).await });
@@ -72,7 +72,7 @@ pub fn failure<P: Served>(obj: Arc<P>, ctx: Arc<Ctx>, err: &Error) {
 }
 
 /// Writes the Deleting condition (and kstatus) when it changed.
-pub async fn deletion<P: Served>(
+pub async fn deletion<P: ProviderKind>(
     s: &Subject<'_, P>,
     ctx: &Ctx,
     deleting: Desired,
@@ -88,13 +88,13 @@ pub async fn deletion<P: Served>(
 
 /// Publishes the newsworthy changes from `old` to `status` (as the provider's API version
 /// shows it) and writes the status when it differs.
-async fn publish_and_write<P: Served>(
+async fn publish_and_write<P: ProviderKind>(
     s: &Subject<'_, P>,
     ctx: &Ctx,
     old: &ProviderStatus,
     status: &ProviderStatus,
 ) -> Result<(), kube::Error> {
-    let status = served::shown(s.p.api, status);
+    let status = provider_kind::shown(s.p.api, status);
     publish_transitions(s.obj, ctx, old, &status).await;
     if &status != old {
         write_status(s.api, s.p, &status).await?;
@@ -105,7 +105,7 @@ async fn publish_and_write<P: Served>(
 /// Writes only the release digests of `old` changed to `digests` (after spec.version was
 /// written: the digest is what lets the next reconcile use the cached release), and publishes
 /// the phases' notes.
-pub async fn digests<P: Served>(
+pub async fn digests<P: ProviderKind>(
     s: &Subject<'_, P>,
     ctx: &Ctx,
     old: &ProviderStatus,
@@ -116,7 +116,7 @@ pub async fn digests<P: Served>(
     if status.release_digests != old.release_digests {
         let mut digests_only = old.clone();
         digests_only.release_digests = status.release_digests;
-        write_status(s.api, s.p, &served::shown(s.p.api, &digests_only)).await?;
+        write_status(s.api, s.p, &provider_kind::shown(s.p.api, &digests_only)).await?;
     }
     Ok(())
 }
@@ -160,7 +160,7 @@ pub fn merge_params() -> PatchParams {
     }
 }
 
-async fn write_status<P: Served>(
+async fn write_status<P: ProviderKind>(
     api: &Api<P>,
     p: &AnyProvider,
     status: &ProviderStatus,
@@ -181,7 +181,7 @@ async fn write_status<P: Served>(
 
 /// Publishes an event on the provider object (failures are only logged). A note longer than
 /// events.k8s.io accepts is cut (see [`clip_note`]) rather than losing the event.
-pub async fn publish<P: Served>(obj: &P, ctx: &Ctx, ok: bool, reason: &str, note: String) {
+pub async fn publish<P: ProviderKind>(obj: &P, ctx: &Ctx, ok: bool, reason: &str, note: String) {
     let ev = Event {
         type_: if ok {
             EventType::Normal
@@ -199,7 +199,7 @@ pub async fn publish<P: Served>(obj: &P, ctx: &Ctx, ok: bool, reason: &str, note
 }
 
 /// The phases' notes, in the order they were taken.
-async fn publish_notes<P: Served>(obj: &P, ctx: &Ctx, notes: Vec<Note>) {
+async fn publish_notes<P: ProviderKind>(obj: &P, ctx: &Ctx, notes: Vec<Note>) {
     for n in notes {
         publish(obj, ctx, n.ok, n.reason, n.message).await;
     }
@@ -207,7 +207,7 @@ async fn publish_notes<P: Served>(obj: &P, ctx: &Ctx, notes: Vec<Note>) {
 
 // One event per newsworthy condition change (see [`conditions::newsworthy`]): repeated
 // reconciles of an unchanged state publish nothing, so an idle cluster sees no event writes.
-async fn publish_transitions<P: Served>(
+async fn publish_transitions<P: ProviderKind>(
     obj: &P,
     ctx: &Ctx,
     old: &ProviderStatus,

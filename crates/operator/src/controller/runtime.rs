@@ -35,10 +35,10 @@ use super::{
     options::Options,
     owned::{self, OwnedKinds},
     reconcile,
-    served::Served,
     wake::{self, Task, Triggers, route},
     world::{Index, ProviderChange},
 };
+use capi_cluster_io::provider_kind::ProviderKind;
 
 /// Runs the seven controllers until a termination signal (or, with leader election, until the
 /// lease is lost, which is an error: the process exits and a fresh start campaigns again).
@@ -282,14 +282,14 @@ struct Start {
     stop: tokio::sync::watch::Receiver<bool>,
 }
 
-fn trigger_stream<P: Served>(
+fn trigger_stream<P: ProviderKind>(
     mut rx: mpsc::UnboundedReceiver<(String, String)>,
 ) -> impl Stream<Item = ObjectRef<P>> + Send + 'static {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
         .map(|(ns, name)| ObjectRef::<P>::new(&name).within(&ns))
 }
 
-fn providers_api<P: Served>(client: &Client, namespace: Option<&str>) -> Api<P> {
+fn providers_api<P: ProviderKind>(client: &Client, namespace: Option<&str>) -> Api<P> {
     match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -298,7 +298,7 @@ fn providers_api<P: Served>(client: &Client, namespace: Option<&str>) -> Api<P> 
 
 /// The controller of provider kind `P`, driving the generic reconciler. Its watch feeds the
 /// index; a core provider's change in what the others read of it wakes them.
-fn kind_controller<P: Served>(
+fn kind_controller<P: ProviderKind>(
     client: &Client,
     namespace: Option<&str>,
     index: &Arc<Index>,

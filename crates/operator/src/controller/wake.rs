@@ -14,7 +14,7 @@ use kube::runtime::watcher;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use super::served::Served;
+use capi_cluster_io::provider_kind::ProviderKind;
 
 /// A provider a watched object concerns: its type, namespace and name.
 pub type Target = (ProviderType, String, String);
@@ -81,7 +81,7 @@ where
 /// What of a provider object, when it changes, calls for a reconcile: everything but its
 /// status. The status is the reconciler's own output, and each write of it (several while a
 /// provider installs) would otherwise bring another full pass; the cache still sees it.
-pub fn what_wakes_a_provider<P: Served>(p: &P) -> Option<u64> {
+pub fn what_wakes_a_provider<P: ProviderKind>(p: &P) -> Option<u64> {
     use std::hash::Hasher;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     hash_spec_side(kube::Resource::meta(p), &mut h);

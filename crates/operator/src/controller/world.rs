@@ -22,9 +22,9 @@ use kube::{
 
 use super::{
     apply::{self, Live, ObjKey},
-    served::Served,
     wake::{self, CoreSeen, Target},
 };
+use capi_cluster_io::provider_kind::ProviderKind;
 
 /// The provider an installed object names as its installer: the API label, type, namespace
 /// and name of its owner labels.
@@ -110,7 +110,7 @@ impl IntoIterator for Providers {
 /// objects were translated, and how many entries queries and routed events read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Work {
-    /// Provider objects translated ([`Served::view`]): one per watch change of a provider.
+    /// Provider objects translated ([`ProviderKind::view`]): one per watch change of a provider.
     pub translations: u64,
     /// Entries read by queries and by the routing of installed objects' and Deployments'
     /// changes (a query returning three objects reads three).
@@ -339,7 +339,7 @@ impl Index {
     /// Takes one watch event of provider kind `P`: the changed provider is translated once and
     /// put in place of what its key held. Whether a core provider changed in what the others
     /// read of it ([`CoreSeen`]; a deletion always counts).
-    pub fn feed_provider<P: Served>(&self, ev: &Event<P>) -> ProviderChange {
+    pub fn feed_provider<P: ProviderKind>(&self, ev: &Event<P>) -> ProviderChange {
         let kind = (P::TYPE, P::API);
         let key = |o: &P| (o.meta().namespace.clone().unwrap_or_default(), o.name_any());
         let mut inner = self.write();
@@ -559,7 +559,7 @@ mod tests {
         json!({OWNER_KIND_LABEL: kind, OWNER_NAMESPACE_LABEL: ns, OWNER_NAME_LABEL: name})
     }
 
-    fn provider<P: Served>(kind: &str, name: &str, status: Value) -> P {
+    fn provider<P: ProviderKind>(kind: &str, name: &str, status: Value) -> P {
         let v = json!({"apiVersion": "management.cluster.x-k8s.io/v1alpha1", "kind": kind,
             "metadata": {"name": name, "namespace": format!("{name}-system"), "generation": 1},
             "spec": {}, "status": status});
