@@ -79,6 +79,7 @@ INLINE = {
     "make dist-check": ("covered", "a step of make test"),
     "make unit": ("covered", "a step of make test (the reconcile scenarios run there)"),
     "make clippy": ("covered", "a step of make test"),
+    "cargo bench -p capi-provider-operator --bench world": ("covered", "a step of make bench (run by hand); its figures are on that page"),
     "cargo build --locked --workspace --all-targets": ("covered", "the Makefile's BUILD: make test runs it in check-generated, and this check before its blocks"),
     "kubectl capi-providers": ("name", "the plugin; its block in docs/plugin.md runs it"),
     "kubectl capi-providers preload": ("name", "the subcommand; its block in docs/user-guide.md runs it"),
