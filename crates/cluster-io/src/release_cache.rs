@@ -97,8 +97,11 @@ pub enum Lookup {
     /// An entry of the operator's (its name, label and source) whose content is not the
     /// release the operator cached: rewritten by someone else, or damaged. Says how.
     Mismatch(String),
-    /// Nothing usable: no entry, one from another source, or one whose digest was never
-    /// recorded (written just before a restart, or not by the operator).
+    /// An entry of the operator's for this source, but no digest was given to check it
+    /// against: written just before a restart, not by the operator, or recorded in a status
+    /// newer than the caller's copy. Not usable as it is.
+    Unrecorded,
+    /// Nothing usable: no entry, or one from another source.
     Miss,
 }
 
@@ -170,7 +173,7 @@ impl ReleaseCache {
             return Ok(Lookup::Miss);
         }
         let Some(recorded) = recorded else {
-            return Ok(Lookup::Miss);
+            return Ok(Lookup::Unrecorded);
         };
         let release = match decode(&cm, version).await {
             Ok(Some(r)) => r,

@@ -321,8 +321,14 @@ async fn cached_fetch<P: ProviderKind>(
         return timed().await;
     };
     let cache = ReleaseCache::new(ctx.client.clone(), p.namespace());
-    let recorded = s.status.release_digests.get(version).map(String::as_str);
-    match cache.get(p, version, key, recorded).await? {
+    let recorded = s.status.release_digests.get(version).cloned();
+    let mut lookup = cache.get(p, version, key, recorded.as_deref()).await?;
+    if matches!(lookup, Lookup::Unrecorded)
+        && let Some(fresh) = recorded_digest(s, version).await
+    {
+        lookup = cache.get(p, version, key, Some(&fresh)).await?;
+    }
+    match lookup {
         Lookup::Hit(r) => return Ok(r),
         Lookup::Mismatch(why) => {
             warn!(provider = %provider_key(p), version, %why, "release cache entry not used");
@@ -331,7 +337,7 @@ async fn cached_fetch<P: ProviderKind>(
             s.notes
                 .push(Note::warning(reason::RELEASE_CACHE_MISMATCH, note));
         }
-        Lookup::Miss => {}
+        Lookup::Miss | Lookup::Unrecorded => {}
     }
     if s.status.release_digests.is_empty()
         && let Some(r) = cache.take_over_go_release(p, version, key).await?
@@ -365,6 +371,20 @@ async fn cached_fetch<P: ProviderKind>(
         }
     }
     Ok(release)
+}
+
+/// The digest of `version` in the provider's status as the API server has it now, for a cache
+/// entry the status in hand records none for: a reconcile woken by an installed object can run
+/// before the provider's own watch brings the status this operator wrote a moment ago (with
+/// the digest of the release it just cached or took over), and trusting that stale copy would
+/// download again a release the cache holds. The fresh digests join the status being built.
+async fn recorded_digest<P: ProviderKind>(s: &mut State<'_, P>, version: &str) -> Option<String> {
+    let fresh = s.api.get(s.p.name()).await.ok()?.view().0.status?;
+    let digest = fresh.release_digests.get(version).cloned()?;
+    for (v, d) in fresh.release_digests {
+        s.status.release_digests.entry(v).or_insert(d);
+    }
+    Some(digest)
 }
 
 /// How long fetching a release the cache could not keep must still wait (the reconciler's

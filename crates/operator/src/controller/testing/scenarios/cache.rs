@@ -190,6 +190,35 @@ async fn an_entry_without_a_recorded_digest_is_not_trusted() -> TestResult {
 }
 
 #[tokio::test]
+async fn a_digest_the_status_in_hand_lacks_is_read_again_not_fetched() -> TestResult {
+    let (gh, _tree) = github(&["v1.0.0"]).await?;
+    let fake = FakeApi::new();
+    fake.put(
+        &format!("{CACHE}/core-cluster-api-v1.0.0"),
+        entry(&gh, "v1.0.0", COMPONENTS, "u-1"),
+    );
+    // The API server has the status the previous reconcile wrote; this reconcile is handed a
+    // copy from before that write (woken by an installed object before the provider's watch
+    // brought the write).
+    let recorded = json!({"releaseDigests": {"v1.0.0": release_digest(&genuine("v1.0.0"))}});
+    fake.put(PROVIDER, provider("v1.0.0", recorded));
+    let stale: CoreProvider = serde_json::from_value(provider("v1.0.0", json!({})))?;
+    reconcile::reconcile(Arc::new(stale), github_ctx(&fake, &gh)?).await?;
+    assert_eq!(
+        gh.requests().len(),
+        0,
+        "fetched although cached and recorded"
+    );
+    let status = applied_status(&fake)?;
+    assert_eq!(status["installedVersion"], "v1.0.0");
+    assert_eq!(
+        status["releaseDigests"]["v1.0.0"],
+        release_digest(&genuine("v1.0.0"))
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_configmap_that_is_not_a_cache_entry_is_never_overwritten() -> TestResult {
     let (gh, _tree) = github(&["v1.0.0"]).await?;
     let fake = FakeApi::new();
