@@ -30,13 +30,8 @@ use capi_cluster_io::provider_kind::ProviderKind;
 /// and name of its owner labels.
 pub type Owner = (Option<String>, ProviderType, String, String);
 
-/// The owner labels' provider (type, namespace, name), whichever API it is of.
-pub fn owner_of(labels: &BTreeMap<String, String>) -> Option<Target> {
-    wake::owner_of(labels)
-}
-
 fn owner_key(labels: &BTreeMap<String, String>) -> Option<Owner> {
-    let (t, ns, name) = owner_of(labels)?;
+    let (t, ns, name) = wake::owner_of(labels)?;
     Some((labels.get(OWNER_API_LABEL).cloned(), t, ns, name))
 }
 
@@ -202,7 +197,7 @@ impl<V> Table<V> {
         ev: &Event<K>,
         entry: impl Fn(&K) -> (ObjKey, Entry<V>),
     ) -> Option<Target> {
-        let labels = |o: &K| o.meta().labels.as_ref().and_then(owner_of);
+        let labels = |o: &K| o.meta().labels.as_ref().and_then(wake::owner_of);
         match ev {
             Event::Init => {
                 self.relisting.insert(kind, HashSet::new());
