@@ -100,6 +100,10 @@ integration: control-plane providers process-node ## Integration tests against o
 	CAPI_PROVIDER_IMAGES=$$images CAPI_PROCESS_NODE_BIN=$(CARGO_TARGET_DIR)/debug/capi-process-node \
 	  $(CARGO) test --workspace --no-fail-fast --test '*'
 
+.PHONY: real-node-check
+real-node-check: control-plane ## The real node (containerd, runc, CNI, kubelet, kube-proxy): a restricted pod reaches the API server through its Service and is reached at its IP; cluster-down leaves nothing behind. Needs root.
+	@$(SCRIPTS)/real-node-check.sh
+
 .PHONY: alerts-check
 alerts-check: ## Check the alerting rules and run their unit tests with the real promtool (built once by e2e/scripts/promtool.sh).
 	@promtool=$$($(SCRIPTS)/promtool.sh); \
@@ -164,7 +168,7 @@ soak: soak-faults control-plane providers process-node ## Long fault injection: 
 	  $(CARGO) test -p capi-provider-operator --test it node::workload_cluster -- --nocapture
 
 .PHONY: test
-test: deps fmt-check clippy check-generated unit alerts-check integration docs-check docs-book dist-check fuzz-short ## Everything CI runs.
+test: deps fmt-check clippy check-generated unit alerts-check integration real-node-check docs-check docs-book dist-check fuzz-short ## Everything CI runs.
 
 .PHONY: demo
 demo: deps control-plane ## The operator demo: local control plane, CRDs, operator, sample providers until Ready.

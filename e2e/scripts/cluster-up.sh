@@ -3,7 +3,7 @@
 # kube-controller-manager, kube-scheduler and kwok (one fake node whose pods become Running and
 # Ready). Everything listens on 127.0.0.1 only, on free ports; data lives in one directory.
 #
-#   cluster-up.sh [--dir DIR] [--watch-pid PID] [--process-node IMAGES_FILE]
+#   cluster-up.sh [--dir DIR] [--watch-pid PID] [--process-node IMAGES_FILE] [--real-node]
 #
 # --dir           state directory (default: $CAPI_CLUSTER_DIR or /tmp/capi-provider-operator-cluster-$UID)
 # --watch-pid     stop the cluster automatically once process PID exits (used by test binaries)
@@ -12,6 +12,10 @@
 #                 to binaries (default: $CAPI_PROCESS_NODE_IMAGES). The agent binary is
 #                 $CAPI_PROCESS_NODE_BIN (default: the debug build under $CARGO_TARGET_DIR), extra
 #                 agent flags come from $CAPI_PROCESS_NODE_ARGS.
+# --real-node     also start a real node (e2e/scripts/real-node-up.sh, needs root): containerd,
+#                 runc, CNI, kubelet and kube-proxy in namespaces of their own, Node "real-node"
+#                 (tainted capi-provider-operator.dev/real-node). The API server then also listens
+#                 on the node's host address and serves the `kubernetes` Service from it.
 #
 # Idempotent: when a healthy cluster already runs in DIR it is reused. Prints the kubeconfig path.
 set -euo pipefail
@@ -19,11 +23,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 dir=${CAPI_CLUSTER_DIR:-${TMPDIR:-/tmp}/capi-provider-operator-cluster-$(id -u)}
 watch_pid=""
 process_node_images=${CAPI_PROCESS_NODE_IMAGES:-}
+real_node=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dir) dir=$2; shift 2 ;;
     --watch-pid) watch_pid=$2; shift 2 ;;
     --process-node) process_node_images=$2; shift 2 ;;
+    --real-node) real_node=true; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -71,6 +77,20 @@ EOF
 
 "$here/make-certs.sh" "$dir/pki" >&2
 
+# The real node's network comes first: the API server listens on its host address.
+apiserver_net=(--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --endpoint-reconciler-type none)
+if $real_node; then
+  "$here/real-node-up.sh" net "$dir" || { "$here/cluster-down.sh" --dir "$dir" >&2 || true; exit 1; }
+  # shellcheck disable=SC1091
+  source ports.env
+  # Pods reach it through the `kubernetes` Service (kube-proxy), whose EndpointSlice real-node-up.sh
+  # writes (the lease reconciler would hold the API server's exit for a minute); kubectl logs/exec
+  # go to the kubelet at the Node's InternalIP with the admin pair.
+  apiserver_net=(--bind-address 0.0.0.0 --advertise-address "$REAL_NODE_HOST_IP" --endpoint-reconciler-type none
+    --kubelet-preferred-address-types InternalIP
+    --kubelet-client-certificate pki/admin.crt --kubelet-client-key pki/admin.key)
+fi
+
 server="https://127.0.0.1:${API_PORT}"
 cat > kubeconfig <<EOF
 apiVersion: v1
@@ -105,14 +125,13 @@ start etcd "$bindir/etcd" --name local --data-dir "$dir/etcd" \
 
 start kube-apiserver "$bindir/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:${ETCD_PORT}" \
-  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+  "${apiserver_net[@]}" --secure-port "$API_PORT" \
   --tls-cert-file pki/apiserver.crt --tls-private-key-file pki/apiserver.key --cert-dir "$dir/pki" \
   --client-ca-file pki/ca.crt \
   --service-cluster-ip-range 10.0.0.0/24 \
   --service-account-issuer "$server" --service-account-key-file pki/sa.pub \
   --service-account-signing-key-file pki/sa.key \
   --authorization-mode RBAC --allow-privileged=true \
-  --endpoint-reconciler-type none \
   --enable-aggregator-routing=true \
   --profiling=false
 
@@ -171,6 +190,10 @@ done
 if [[ -n "$process_node_images" ]]; then
   "$here/process-node-up.sh" "$dir" "$process_node_images" "$bindir/kubectl" >&2 || {
     "$here/cluster-down.sh" --dir "$dir" >&2 || true; exit 1; }
+fi
+
+if $real_node; then
+  "$here/real-node-up.sh" start "$dir" "$bindir/kubectl" || { "$here/cluster-down.sh" --dir "$dir" >&2 || true; exit 1; }
 fi
 
 if [[ -n "$watch_pid" ]]; then

@@ -23,17 +23,13 @@ mkdir -p "$state"
 
 # Under a host-wide lock: choose a /24 no interface or route uses and claim it on the bridge,
 # so concurrent clusters never pick the same one.
-exec 9>/tmp/capi-process-node-cidr.lock
+# shellcheck source=subnet.sh
+source "$(dirname "$0")/subnet.sh"
+exec 9>"$SUBNET_LOCK"
 flock 9
 if ! cidr=$(ip -4 -o addr show dev "$bridge" 2>/dev/null | awk '{print $4}' | grep -m1 .); then
-  used=$( (ip -4 -o addr show; ip -4 route show) 2>/dev/null)
-  start=$((16#${hash:0:2} % 250 + 1))
-  cidr=""
-  for k in $(seq 0 249); do
-    i=$(( (start + k - 1) % 250 + 1 ))
-    if ! grep -q "10\.213\.$i\." <<<"$used"; then cidr="10.213.$i.1/24"; break; fi
-  done
-  [[ -n "$cidr" ]] || { log "no free /24 left in 10.213.0.0/16"; exit 1; }
+  i=$(free_subnet "$hash")
+  cidr="10.213.$i.1/24"
   ip link add "$bridge" type bridge
   ip addr add "$cidr" dev "$bridge"
   ip link set "$bridge" up

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The real node's test (make real-node-check, part of make test; needs root): starts a private
+# cluster with `cluster-up.sh --real-node`, runs a pod as a user sets one up (uid 65532, read-only
+# root filesystem, a memory limit) and checks from inside it that the node gave it all that and
+# a path to the API server through the `kubernetes` Service (kube-proxy), and that the API server
+# reaches the pod at its IP over HTTPS (pods/proxy, the way it calls a webhook). Then
+# `cluster-down.sh` must leave nothing behind: the host's network namespaces, links, routes,
+# addresses, iptables rules, mounts, cgroups, processes and the host paths containerd, kubelet and
+# CNI write to by default are compared before, during and after.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+log() { echo "real-node-check: $*" >&2; }
+fail() { log "FAIL: $*"; exit 1; }
+[[ $(id -u) -eq 0 ]] || { log "SKIPPED: the real node needs root"; exit 0; }
+dir=$(realpath -m "$(mktemp -u -t capi-realnode-XXXXXX)")
+ns="crn$(printf '%s' "$dir" | sha256sum | cut -c1-8)"
+bins=$("$here/build.sh")
+kubectl=("$bins/kubectl" --kubeconfig "$dir/kubeconfig")
+
+# What of the host the node could leave behind, one "kind: item" per line.
+snapshot() {
+  local p
+  ip netns list | awk '{print "netns: " $1}'
+  ip -o link show | awk -F': ' '{print "link: " $2}' | sed 's/@.*//'
+  ip -4 -o addr show | awk '{print "addr: " $2 " " $4}'
+  ip -4 route show | sed 's/^/route: /'
+  iptables-save | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//; s/^/iptables: /'
+  awk '{print "mount: " $5}' /proc/self/mountinfo
+  find /sys/fs/cgroup -mindepth 1 -maxdepth 3 -type d | sed 's/^/cgroup: /'
+  ps -eo args= | sed 's/^/process: /'
+  for p in /run/containerd /var/lib/containerd /opt/containerd /var/lib/cni /etc/cni /var/lib/kubelet \
+    /var/log/pods /var/log/containers; do
+    [[ -e "$p" ]] && echo "path: $p"
+  done
+  return 0
+}
+# Only what this node could have made: other clusters may run beside this one.
+# Processes by program name (or by this cluster's directory), so that other work's command lines
+# that merely mention a name are not taken for the node's.
+ours() {
+  grep -E -e "^process: ([^ ]*/)?(containerd|containerd-shim-runc-v2|runc|kubelet|kube-proxy|probe|pause)( |\$)" \
+    -e "^process: .*$dir" -e "^path: " \
+    -e "^(netns|link|addr|route|iptables|mount|cgroup): .*($dir|$ns|${pod_net:-none}|KUBE-|CNI-|cni0|containerd|kubelet)" \
+    || true
+}
+
+cleanup() { "$here/cluster-down.sh" --dir "$dir" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+before=$(snapshot)
+t0=$(date +%s%N)
+up_log=$(mktemp)
+"$here/cluster-up.sh" --dir "$dir" --real-node --watch-pid $$ >/dev/null 2>"$up_log" || { cat "$up_log" >&2; fail "cluster-up.sh --real-node"; }
+grep 'is Ready in' "$up_log" >&2 || true
+rm -f "$up_log"
+log "cluster with a real node up in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+# shellcheck disable=SC1091
+source "$dir/ports.env"
+pod_net="10\.213\.$(cut -d. -f3 <<<"$REAL_NODE_IP")\."
+"${kubectl[@]}" apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata: {name: probe, namespace: default}
+spec:
+  nodeSelector: {capi-provider-operator.dev/real-node: "true"}
+  tolerations: [{key: capi-provider-operator.dev/real-node, operator: Exists, effect: NoSchedule}]
+  containers:
+  - name: probe
+    image: capi-provider-operator.local/probe:v1
+    imagePullPolicy: Never
+    readinessProbe: {httpGet: {scheme: HTTPS, port: 8443, path: /report}, periodSeconds: 1}
+    securityContext:
+      runAsUser: 65532
+      runAsNonRoot: true
+      readOnlyRootFilesystem: true
+      allowPrivilegeEscalation: false
+      capabilities: {drop: [ALL]}
+    resources: {limits: {memory: 64Mi}, requests: {memory: 32Mi}}
+YAML
+"${kubectl[@]}" wait --for=condition=Ready pod/probe --timeout=60s >/dev/null \
+  || { "${kubectl[@]}" describe pod probe >&2; fail "the probe pod never became Ready"; }
+log "pod Ready in $(( ($(date +%s%N) - t0) / 1000000 )) ms from the start"
+want="uid=65532 rootfs=read-only memory-limit=67108864 apiserver=10.0.0.1:443 apiserver-user=system:serviceaccount:default:default"
+ip=$("${kubectl[@]}" get pod probe -o 'jsonpath={.status.podIP}')
+grep -qE "^$pod_net" <<<"$ip" || fail "pod IP $ip is not in $REAL_NODE_POD_CIDR"
+logs=$("${kubectl[@]}" logs probe)
+[[ "$logs" == "probe: $want" ]] || fail "the pod reports (kubectl logs): '$logs', want 'probe: $want'"
+report=$("${kubectl[@]}" get --raw "/api/v1/namespaces/default/pods/https:probe:8443/proxy/report")
+[[ "$report" == "$want" ]] || fail "the pod reports (API server to $ip:8443): '$report', want '$want'"
+log "the pod at $ip reports: $report"
+
+# While it runs: the node's parts are where the checks below look for them, so they can fail.
+# (Taken whole before filtering: ps would see the filter's own command line.)
+during=$(snapshot)
+during=$(ours <<<"$during")
+for kind in netns link route cgroup process; do
+  new=$(comm -13 <(ours <<<"$before" | sort) <(sort <<<"$during") | grep -c "^$kind: " || true)
+  [[ $new -gt 0 ]] || fail "nothing of kind '$kind' seen while the node runs: the leftover check would be blind"
+done
+chains=$(ip netns exec "$ns" iptables-save -t nat | grep -c '^:KUBE-' || true)
+[[ $chains -gt 0 ]] || fail "no kube-proxy chain in the node's network namespace"
+# The node's network namespace is the one mount of its own the host has (ip netns add).
+host_leaks=$(comm -13 <(ours <<<"$before" | sort) <(sort <<<"$during") | grep -E '^(iptables|mount|path): ' \
+  | grep -vx "mount: /run/netns/$ns" || true)
+[[ -z "$host_leaks" ]] || fail "the running node changed the host's iptables, mounts or paths:"$'\n'"$host_leaks"
+
+t1=$(date +%s%N)
+"$here/cluster-down.sh" --dir "$dir" 2>/dev/null
+log "cluster-down in $(( ($(date +%s%N) - t1) / 1000000 )) ms"
+after=$(snapshot)
+left=$(comm -13 <(ours <<<"$before" | sort) <(ours <<<"$after" | sort))
+[[ -z "$left" ]] || fail "cluster-down left behind:"$'\n'"$left"
+log "PASS: nothing left behind"

@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# The real node of the cluster in DIR: containerd (CRI, overlayfs) + runc + CNI bridge/host-local +
+# kubelet + kube-proxy (iptables), all Kubernetes-built parts of v1.34.4; called by cluster-up.sh
+# --real-node. Needs root.
+#
+#   real-node-up.sh net DIR       before the API server starts: claims a free 10.213.i.0/24 and
+#                                 creates the node's network namespace; writes REAL_NODE_* to
+#                                 DIR/ports.env (the API server listens on REAL_NODE_HOST_IP)
+#   real-node-up.sh start DIR KUBECTL
+#                                 starts the node (DIR/real-node.pid, logs in DIR/logs) and waits
+#                                 until its Node is Ready
+#
+# Isolation, so that cluster-down.sh leaves nothing behind and clusters run side by side: the node's
+# processes run in their own network namespace (its bridge, pod veths, iptables chains and sysctls
+# stay in there; a veth pair joins it to the host), their own mount namespace (every mount, the
+# pods' network namespaces, tmpfs over /run, /var/lib and /var/log for what containerd, kubelet
+# and CNI write to fixed host paths) and their own PID namespace (killing its first process kills
+# every shim and container), and the pods' cgroups live under one cgroup per node (crn<hash>).
+#
+# The /24: pods get 10.213.i.0/25 on the bridge cni0 (gateway .1); the host end of the veth is
+# .129, the node end .130 (the Node's InternalIP). The host routes the pods' /25 to the node, so
+# the API server reaches the kubelet and pod IPs (webhooks) directly.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+mode=${1:?usage: real-node-up.sh net|start DIR [KUBECTL]}
+dir=$(realpath -m "${2:?cluster directory}")
+node="$dir/node"
+hash=$(printf '%s' "$dir" | sha256sum | cut -c1-8)
+ns="crn$hash"
+name=real-node
+log() { echo "real-node-up: $*" >&2; }
+
+net() {
+  # shellcheck source=subnet.sh
+  source "$here/subnet.sh"
+  exec 9>"$SUBNET_LOCK"
+  flock 9
+  local i
+  i=$(free_subnet "$hash")
+  ip netns add "$ns"
+  ip link add "$ns" type veth peer name eth0 netns "$ns"
+  ip addr add "10.213.$i.129/25" dev "$ns"
+  ip link set "$ns" up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" addr add "10.213.$i.130/25" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" route add default via "10.213.$i.129"
+  ip route add "10.213.$i.0/25" via "10.213.$i.130" dev "$ns"
+  flock -u 9
+  cat >>"$dir/ports.env" <<ENV
+REAL_NODE=$name
+REAL_NODE_NETNS=$ns
+REAL_NODE_CGROUP=$ns
+REAL_NODE_HOST_IP=10.213.$i.129
+REAL_NODE_IP=10.213.$i.130
+REAL_NODE_POD_CIDR=10.213.$i.0/25
+ENV
+}
+
+# configs BINDIR: the node's configuration files, all under DIR/node.
+configs() {
+  # shellcheck disable=SC1091
+  source "$dir/ports.env"
+  mkdir -p "$node"/{containerd,cni,ipam,kubelet,pod-logs,volume-plugins}
+  cat >"$node/kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: capi-local
+  cluster:
+    server: https://${REAL_NODE_HOST_IP}:${API_PORT}
+    certificate-authority: $dir/pki/ca.crt
+    tls-server-name: kubernetes
+users:
+- name: node
+  user: {client-certificate: $dir/pki/admin.crt, client-key: $dir/pki/admin.key}
+contexts:
+- name: capi-local
+  context: {cluster: capi-local, user: node}
+current-context: capi-local
+KC
+  # restrict_oom_score_adj: sessions here lack CAP_SYS_RESOURCE, so runc cannot set the negative
+  # oom_score_adj the sandbox asks for ("can't get final child's PID from pipe: EOF" without it).
+  # netns_mounts_under_state_dir keeps the pods' network namespaces out of /run/netns.
+  cat >"$node/containerd.toml" <<TOML
+version = 2
+root = "$node/containerd/root"
+state = "$node/containerd/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs"]
+[grpc]
+  address = "$node/containerd.sock"
+[ttrpc]
+  address = "$node/containerd.sock.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$node/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.10"
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$node/cni"
+TOML
+  local p=${REAL_NODE_POD_CIDR%.0/25}
+  cat >"$node/cni/10-bridge.conflist" <<CNI
+{"cniVersion": "1.0.0", "name": "$ns", "plugins": [{"type": "bridge", "bridge": "cni0",
+  "isGateway": true, "ipMasq": false, "hairpinMode": true,
+  "ipam": {"type": "host-local", "dataDir": "$node/ipam", "routes": [{"dst": "0.0.0.0/0"}],
+    "ranges": [[{"subnet": "$REAL_NODE_POD_CIDR", "rangeStart": "$p.2", "rangeEnd": "$p.126", "gateway": "$p.1"}]]}}]}
+CNI
+  # cgroup v1 (this machine's hierarchy): kubelet 1.34 refuses it unless failCgroupV1 is false.
+  # cgroupRoot: the node's pods live in the QoS tree (kubepods/…/pod<uid>) under one cgroup of
+  # its own, crn<hash>, in every hierarchy, which teardown removes; enforceNodeAllocatable is
+  # empty so the kubelet writes no limit on that tree itself.
+  cat >"$node/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+failCgroupV1: false
+cgroupsPerQOS: true
+cgroupRoot: /$ns
+enforceNodeAllocatable: []
+failSwapOn: false
+containerRuntimeEndpoint: unix://$node/containerd.sock
+podLogsDir: $node/pod-logs
+volumePluginDir: $node/volume-plugins
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $dir/pki/ca.crt}
+authorization: {mode: Webhook}
+readOnlyPort: 0
+clusterDomain: cluster.local
+# The disk is the whole machine's: its fill level is not this node's to act on (disk-pressure
+# eviction would evict the pods, image GC delete the imported images, at the usual 85 %).
+evictionHard: {memory.available: 100Mi, nodefs.available: "0%", nodefs.inodesFree: "0%",
+  imagefs.available: "0%", imagefs.inodesFree: "0%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+registerWithTaints: [{key: capi-provider-operator.dev/real-node, value: "true", effect: NoSchedule}]
+YAML
+  # Conntrack and localhost node ports left alone: no host-wide sysctl is written.
+  cat >"$node/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+hostnameOverride: $name
+clientConnection: {kubeconfig: $node/kubeconfig}
+clusterCIDR: $REAL_NODE_POD_CIDR
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+iptables: {masqueradeAll: true, localhostNodePorts: false}
+YAML
+}
+
+# images BINDIR: the OCI archives of the node's own images (the sandbox's pause, the test probe),
+# written again whenever their binary is newer.
+images() {
+  local bins=$1 spec ref bin user
+  mkdir -p "$bins/images"
+  for spec in "registry.k8s.io/pause:3.10 pause 65535" "capi-provider-operator.local/probe:v1 probe 65532"; do
+    read -r ref bin user <<<"$spec"
+    [[ "$bins/images/$bin.tar" -nt "$bins/$bin" ]] && continue
+    python3 "$here/oci-image.py" --name "$ref" --file "$bins/$bin:/$bin" --entrypoint "/$bin" --user "$user" \
+      "$bins/images/$bin.tar.tmp"
+    mv "$bins/images/$bin.tar.tmp" "$bins/images/$bin.tar"
+  done
+}
+
+start() {
+  local kubectl=${1:?kubectl} bins i ready t0=$SECONDS
+  bins=$("$here/build.sh" --node)
+  configs
+  images "$bins"
+  local h
+  for h in /sys/fs/cgroup/*/; do [[ -e "$h/cgroup.procs" ]] && mkdir -p "$h$ns"; done
+  # The `kubernetes` Service's endpoint: the API server at the host end of the node's veth.
+  "$kubectl" --kubeconfig "$dir/kubeconfig" apply -f - >/dev/null <<YAML
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kubernetes
+  namespace: default
+  labels: {kubernetes.io/service-name: kubernetes, endpointslice.kubernetes.io/managed-by: real-node-up.sh}
+addressType: IPv4
+endpoints: [{addresses: ["$REAL_NODE_HOST_IP"], conditions: {ready: true}}]
+ports: [{name: https, port: $API_PORT, protocol: TCP}]
+YAML
+  setsid nsenter --net="/run/netns/$ns" unshare --mount --propagation private --pid --fork --kill-child \
+    --mount-proc "$0" inside "$dir" "$bins" >"$dir/logs/real-node.log" 2>&1 </dev/null &
+  echo $! >"$dir/real-node.pid"
+  for i in $(seq 1 400); do
+    ready=$("$kubectl" --kubeconfig "$dir/kubeconfig" get node "$name" \
+      -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null || true)
+    [[ "$ready" == True ]] && break
+    if ! kill -0 "$(cat "$dir/real-node.pid")" 2>/dev/null; then
+      log "the real node exited; last log lines:"; tail -20 "$dir/logs/real-node.log" "$dir/logs/kubelet.log" >&2; exit 1
+    fi
+    [[ $i -eq 400 ]] && { log "node $name never became Ready"; tail -20 "$dir/logs/kubelet.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  # The node lifecycle controller that lifts this taint of a new node is off (cluster-up.sh).
+  "$kubectl" --kubeconfig "$dir/kubeconfig" taint node "$name" node.kubernetes.io/not-ready:NoSchedule- \
+    >/dev/null 2>&1 || true
+  log "node $name is Ready in $((SECONDS - t0)) s (pods in $REAL_NODE_POD_CIDR, taint capi-provider-operator.dev/real-node; logs in $dir/logs)"
+}
+
+# inside BINDIR: runs as the first process of the node's PID namespace, in its network and mount
+# namespaces; the node's components are its children. Its exit ends every process of the node.
+inside() {
+  local bins=$1 i
+  trap 'exit 0' TERM INT
+  # Host paths the components write to regardless of their configuration: shim sockets and runc
+  # state (/run/containerd), CNI's result cache (/var/lib/cni), /var/log/containers links.
+  for d in /run /var/lib /var/log; do mount -t tmpfs -o mode=755 tmpfs "$d"; done
+  containerd --config "$node/containerd.toml" >"$dir/logs/containerd.log" 2>&1 &
+  for i in $(seq 1 200); do
+    ctr --address "$node/containerd.sock" version >/dev/null 2>&1 && break
+    [[ $i -eq 200 ]] && { log "containerd did not start"; exit 1; }
+    sleep 0.05
+  done
+  for image in "$bins"/images/*.tar; do
+    ctr --address "$node/containerd.sock" -n k8s.io images import "$image" >/dev/null
+  done
+  # shellcheck disable=SC1091
+  source "$dir/ports.env"
+  "$bins/kubelet" --config "$node/kubelet.yaml" --kubeconfig "$node/kubeconfig" --root-dir "$node/kubelet" \
+    --node-ip "$REAL_NODE_IP" --hostname-override "$name" \
+    --node-labels "capi-provider-operator.dev/real-node=true" >"$dir/logs/kubelet.log" 2>&1 &
+  "$bins/kube-proxy" --config "$node/kube-proxy.yaml" >"$dir/logs/kube-proxy.log" 2>&1 &
+  wait -n || true
+  log "a component of the node exited; stopping the node"
+  exit 1
+}
+
+case "$mode" in
+  net) net ;;
+  start) start "${3:-}" ;;
+  inside) inside "${3:?bindir}" ;;
+  *) echo "unknown mode: $mode" >&2; exit 2 ;;
+esac
