@@ -173,7 +173,7 @@ images() {
 }
 
 start() {
-  local kubectl=${1:?kubectl} bins i ready t0=$SECONDS
+  local kubectl=${1:?kubectl} bins i ready t0=${EPOCHREALTIME/./}
   bins=$("$here/build.sh" --node)
   configs
   images "$bins"
@@ -207,7 +207,7 @@ YAML
   # The node lifecycle controller that lifts this taint of a new node is off (cluster-up.sh).
   "$kubectl" --kubeconfig "$dir/kubeconfig" taint node "$name" node.kubernetes.io/not-ready:NoSchedule- \
     >/dev/null 2>&1 || true
-  log "node $name is Ready in $((SECONDS - t0)) s (pods in $REAL_NODE_POD_CIDR, taint capi-provider-operator.dev/real-node; logs in $dir/logs)"
+  log "node $name is Ready in $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms (pods in $REAL_NODE_POD_CIDR, taint capi-provider-operator.dev/real-node; logs in $dir/logs)"
 }
 
 # inside BINDIR: runs as the first process of the node's PID namespace, in its network and mount
