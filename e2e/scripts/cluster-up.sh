@@ -38,6 +38,8 @@ log() { echo "cluster-up: $*" >&2; }
 
 healthy() {
   [[ -f "$dir/kubeconfig" && -f "$dir/ports.env" ]] || return 1
+  # A cluster without the real node asked for is started anew with it.
+  if $real_node && ! grep -q '^REAL_NODE=' "$dir/ports.env"; then return 1; fi
   # shellcheck disable=SC1091
   source "$dir/ports.env"
   curl -fsS --max-time 2 --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key" \

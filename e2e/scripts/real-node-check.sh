@@ -28,8 +28,8 @@ snapshot() {
   awk '{print "mount: " $5}' /proc/self/mountinfo
   find /sys/fs/cgroup -mindepth 1 -maxdepth 3 -type d | sed 's/^/cgroup: /'
   ps -eo args= | sed 's/^/process: /'
-  for p in /run/containerd /var/lib/containerd /opt/containerd /var/lib/cni /etc/cni /var/lib/kubelet \
-    /var/log/pods /var/log/containers; do
+  for p in /run/containerd /var/lib/containerd /opt/containerd /var/lib/cni /etc/cni /opt/cni /var/lib/kubelet \
+    /etc/kubernetes /var/log/pods /var/log/containers; do
     [[ -e "$p" ]] && echo "path: $p"
   done
   return 0
