@@ -3,7 +3,8 @@
 # cluster with `cluster-up.sh --real-node`, runs a pod as a user sets one up (uid 65532, read-only
 # root filesystem, a memory limit) and checks from inside it that the node gave it all that and
 # a path to the API server through the `kubernetes` Service (kube-proxy), and that the API server
-# reaches the pod at its IP over HTTPS (pods/proxy, the way it calls a webhook). Then
+# reaches the pod at its IP over HTTPS: through pods/proxy and as a validating webhook behind a
+# Service (with --enable-aggregator-routing, to the endpoint's pod IP). Then
 # `cluster-down.sh` must leave nothing behind: the host's network namespaces, links, routes,
 # addresses, iptables rules, mounts, cgroups, processes and the host paths containerd, kubelet and
 # CNI write to by default are compared before, during and after.
@@ -56,10 +57,35 @@ log "cluster with a real node up in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 # shellcheck disable=SC1091
 source "$dir/ports.env"
 pod_net="10\.213\.$(cut -d. -f3 <<<"$REAL_NODE_IP")\."
-"${kubectl[@]}" apply -f - >/dev/null <<'YAML'
+# The webhook's serving pair: its caBundle is the certificate itself.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=probe.default.svc \
+  -addext subjectAltName=DNS:probe.default.svc -keyout "$dir/probe.key" -out "$dir/probe.crt" 2>/dev/null
+"${kubectl[@]}" create secret tls probe-tls --cert "$dir/probe.crt" --key "$dir/probe.key" >/dev/null
+"${kubectl[@]}" apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Service
+metadata: {name: probe, namespace: default}
+spec:
+  selector: {app: probe}
+  ports: [{port: 443, targetPort: 8443}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: probe.real-node.check}
+webhooks:
+- name: probe.real-node.check
+  clientConfig:
+    service: {name: probe, namespace: default, path: /validate, port: 443}
+    caBundle: $(base64 -w0 "$dir/probe.crt")
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}]
+  objectSelector: {matchLabels: {real-node-check: webhook}}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  timeoutSeconds: 5
+---
 apiVersion: v1
 kind: Pod
-metadata: {name: probe, namespace: default}
+metadata: {name: probe, namespace: default, labels: {app: probe}}
 spec:
   nodeSelector: {capi-provider-operator.dev/real-node: "true"}
   tolerations: [{key: capi-provider-operator.dev/real-node, operator: Exists, effect: NoSchedule}]
@@ -75,6 +101,8 @@ spec:
       allowPrivilegeEscalation: false
       capabilities: {drop: [ALL]}
     resources: {limits: {memory: 64Mi}, requests: {memory: 32Mi}}
+    volumeMounts: [{name: tls, mountPath: /tls, readOnly: true}]
+  volumes: [{name: tls, secret: {secretName: probe-tls}}]
 YAML
 "${kubectl[@]}" wait --for=condition=Ready pod/probe --timeout=60s >/dev/null \
   || { "${kubectl[@]}" describe pod probe >&2; fail "the probe pod never became Ready"; }
@@ -87,6 +115,17 @@ logs=$("${kubectl[@]}" logs probe)
 report=$("${kubectl[@]}" get --raw "/api/v1/namespaces/default/pods/https:probe:8443/proxy/report")
 [[ "$report" == "$want" ]] || fail "the pod reports (API server to $ip:8443): '$report', want '$want'"
 log "the pod at $ip reports: $report"
+# A webhook behind a Service: the API server calls the pod's IP (aggregator routing), verifying
+# its certificate against the caBundle. The probe denies, so its message proves the call.
+denied=$("${kubectl[@]}" create -f - 2>&1 <<'YAML' || true
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: webhook-probe, namespace: default, labels: {real-node-check: webhook}}
+YAML
+)
+[[ "$denied" == *'admission webhook "probe.real-node.check" denied the request: probe webhook: denied'* ]] \
+  || fail "the API server did not reach the webhook at the pod's IP: $denied"
+log "the API server called the pod's webhook through its Service"
 
 # While it runs: the node's parts are where the checks below look for them, so they can fail.
 # (Taken whole before filtering: ps would see the filter's own command line.)

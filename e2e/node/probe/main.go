@@ -1,6 +1,7 @@
 // Command probe is the real node's test image: it checks from inside a pod what the node must
 // give a pod, and reports it on stdout and over HTTPS on :8443 so the API server reaches it at
-// the pod's IP (GET /report through the pods/proxy subresource, as it calls a webhook).
+// the pod's IP (GET /report through the pods/proxy subresource; POST /validate as a validating
+// admission webhook behind a Service).
 //
 // The report line holds the process's uid, whether its root filesystem is read-only, its memory
 // cgroup's limit and the user the API server authenticated when called through the `kubernetes`
@@ -34,13 +35,14 @@ func main() {
 	report := fmt.Sprintf("uid=%d rootfs=%s memory-limit=%s apiserver=%s apiserver-user=%s",
 		os.Getuid(), rootfs(), memoryLimit(), apiserver(), apiserverUser())
 	fmt.Println("probe:", report)
-	cert, err := selfSigned()
+	cert, err := servingPair()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "probe: serving certificate:", err)
 		os.Exit(1)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/report", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, report) })
+	mux.HandleFunc("/validate", validate)
 	server := &http.Server{Addr: ":8443", Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
 	fmt.Fprintln(os.Stderr, "probe:", server.ListenAndServeTLS("", ""))
@@ -136,6 +138,35 @@ func selfSubjectReview() (string, error) {
 		return "", err
 	}
 	return review.Status.UserInfo.Username, nil
+}
+
+// validate is a validating admission webhook that denies every request it gets, saying so: the
+// caller sees that the API server reached it through a Service (aggregator routing to pod IPs).
+func validate(w http.ResponseWriter, r *http.Request) {
+	var review struct {
+		Request struct {
+			UID string `json:"uid"`
+		} `json:"request"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&review); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+		"response": map[string]any{"uid": review.Request.UID, "allowed": false,
+			"status": map[string]any{"code": 403, "message": "probe webhook: denied"}},
+	})
+}
+
+// servingPair is the mounted pair in /tls (tls.crt, tls.key) when there is one, for callers that
+// verify it (a webhook's caBundle), else a self-signed one made in memory.
+func servingPair() (tls.Certificate, error) {
+	if pair, err := tls.LoadX509KeyPair("/tls/tls.crt", "/tls/tls.key"); err == nil {
+		return pair, nil
+	}
+	return selfSigned()
 }
 
 // selfSigned makes the serving pair in memory: the root filesystem is read-only.
