@@ -6,8 +6,8 @@
 # reaches the pod at its IP over HTTPS: through pods/proxy and as a validating webhook behind a
 # Service (with --enable-aggregator-routing, to the endpoint's pod IP). Then
 # `cluster-down.sh` must leave nothing behind: the host's network namespaces, links, routes,
-# addresses, iptables rules, mounts, cgroups, processes and the host paths containerd, kubelet and
-# CNI write to by default are compared before, during and after.
+# addresses, iptables rules, mounts, cgroups, processes, sysctls and the host paths containerd,
+# kubelet and CNI write to by default are compared before, during and after.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 log() { echo "real-node-check: $*" >&2; }
@@ -29,6 +29,11 @@ snapshot() {
   awk '{print "mount: " $5}' /proc/self/mountinfo
   find /sys/fs/cgroup -mindepth 1 -maxdepth 3 -type d | sed 's/^/cgroup: /'
   ps -eo args= | sed 's/^/process: /'
+  # The host-wide sysctls a kubelet or kube-proxy would set (the net ones are per namespace).
+  for p in vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys \
+    kernel.keys.root_maxbytes net.ipv4.conf.all.route_localnet; do
+    echo "sysctl: $p = $(sysctl -n "$p")"
+  done
   for p in /run/containerd /var/lib/containerd /opt/containerd /var/lib/cni /etc/cni /opt/cni /var/lib/kubelet \
     /etc/kubernetes /var/log/pods /var/log/containers; do
     [[ -e "$p" ]] && echo "path: $p"
@@ -40,7 +45,7 @@ snapshot() {
 # that merely mention a name are not taken for the node's.
 ours() {
   grep -E -e "^process: ([^ ]*/)?(containerd|containerd-shim-runc-v2|runc|kubelet|kube-proxy|probe|pause)( |\$)" \
-    -e "^process: .*$dir" -e "^path: " \
+    -e "^process: .*$dir" -e "^(path|sysctl): " \
     -e "^(netns|link|addr|route|iptables|mount|cgroup): .*($dir|$ns|${pod_net:-none}|KUBE-|CNI-|cni0|containerd|kubelet)" \
     || true
 }
@@ -138,9 +143,9 @@ done
 chains=$(ip netns exec "$ns" iptables-save -t nat | grep -c '^:KUBE-' || true)
 [[ $chains -gt 0 ]] || fail "no kube-proxy chain in the node's network namespace"
 # The node's network namespace is the one mount of its own the host has (ip netns add).
-host_leaks=$(comm -13 <(ours <<<"$before" | sort) <(sort <<<"$during") | grep -E '^(iptables|mount|path): ' \
+host_leaks=$(comm -13 <(ours <<<"$before" | sort) <(sort <<<"$during") | grep -E '^(iptables|mount|path|sysctl): ' \
   | grep -vx "mount: /run/netns/$ns" || true)
-[[ -z "$host_leaks" ]] || fail "the running node changed the host's iptables, mounts or paths:"$'\n'"$host_leaks"
+[[ -z "$host_leaks" ]] || fail "the running node changed the host's iptables, mounts, paths or sysctls:"$'\n'"$host_leaks"
 
 t1=$(date +%s%N)
 "$here/cluster-down.sh" --dir "$dir" 2>/dev/null

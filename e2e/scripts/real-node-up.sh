@@ -15,7 +15,8 @@
 # stay in there; a veth pair joins it to the host), their own mount namespace (every mount, the
 # pods' network namespaces, tmpfs over /run, /var/lib and /var/log for what containerd, kubelet
 # and CNI write to fixed host paths) and their own PID namespace (killing its first process kills
-# every shim and container), and the pods' cgroups live under one cgroup per node (crn<hash>).
+# every shim and container; files of its own in place of the host-wide sysctls the kubelet would
+# set), and the pods' cgroups live under one cgroup per node (crn<hash>).
 #
 # The /24: pods get 10.213.i.0/25 on the bridge cni0 (gateway .1); the host end of the veth is
 # .129, the node end .130 (the Node's InternalIP). The host routes the pods' /25 to the node, so
@@ -218,6 +219,17 @@ inside() {
   # Host paths the components write to regardless of their configuration: shim sockets and runc
   # state (/run/containerd), CNI's result cache (/var/lib/cni), /var/log/containers links.
   for d in /run /var/lib /var/log; do mount -t tmpfs -o mode=755 tmpfs "$d"; done
+  # The kubelet insists on its values of six host-wide sysctls (kernel.panic=10, panic_on_oops=1,
+  # vm.overcommit_memory=1, …) and writes them, or fails to start where it cannot: it gets files of
+  # its own in their place, so the host keeps its settings.
+  local kv f
+  mkdir -p "$node/sysctl"
+  for kv in vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1 \
+    kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000; do
+    f="$node/sysctl/$(tr / . <<<"${kv%=*}")"
+    echo "${kv#*=}" >"$f"
+    mount --bind "$f" "/proc/sys/${kv%=*}"
+  done
   containerd --config "$node/containerd.toml" >"$dir/logs/containerd.log" 2>&1 &
   for i in $(seq 1 200); do
     ctr --address "$node/containerd.sock" version >/dev/null 2>&1 && break
