@@ -14,9 +14,9 @@
 # processes run in their own network namespace (its bridge, pod veths, iptables chains and sysctls
 # stay in there; a veth pair joins it to the host), their own mount namespace (every mount, the
 # pods' network namespaces, tmpfs over /run, /var/lib and /var/log for what containerd, kubelet
-# and CNI write to fixed host paths) and their own PID namespace (killing its first process kills
-# every shim and container; files of its own in place of the host-wide sysctls the kubelet would
-# set), and the pods' cgroups live under one cgroup per node (crn<hash>).
+# and CNI write to fixed host paths, files of its own over the host-wide sysctls the kubelet
+# would set) and their own PID namespace (killing its first process kills every shim and
+# container), and the pods' cgroups live under one cgroup per node (crn<hash>).
 #
 # The /24: pods get 10.213.i.0/25 on the bridge cni0 (gateway .1); the host end of the veth is
 # .129, the node end .130 (the Node's InternalIP). The host routes the pods' /25 to the node, so
@@ -58,7 +58,7 @@ REAL_NODE_POD_CIDR=10.213.$i.0/25
 ENV
 }
 
-# configs BINDIR: the node's configuration files, all under DIR/node.
+# configs: the node's configuration files, all under DIR/node.
 configs() {
   # shellcheck disable=SC1091
   source "$dir/ports.env"
