@@ -41,11 +41,10 @@ snapshot() {
   return 0
 }
 # Only what this node could have made: other clusters may run beside this one.
-# Processes by program name (or by this cluster's directory), so that other work's command lines
-# that merely mention a name are not taken for the node's.
+# Processes by this cluster's directory (containerd, its shims, kubelet and kube-proxy name it) or
+# as the node's images start them, so that other work's command lines are not taken for the node's.
 ours() {
-  grep -E -e "^process: ([^ ]*/)?(containerd|containerd-shim-runc-v2|runc|kubelet|kube-proxy|probe|pause)( |\$)" \
-    -e "^process: .*$dir" -e "^(path|sysctl): " \
+  grep -E -e "^process: /(probe|pause)( |\$)" -e "^process: .*$dir" -e "^(path|sysctl): " \
     -e "^(netns|link|addr|route|iptables|mount|cgroup): .*($dir|$ns|${pod_net:-none}|KUBE-|CNI-|cni0|containerd|kubelet)" \
     || true
 }
