@@ -43,6 +43,10 @@ pub struct Target {
     /// The version to render instead of spec.version.
     #[arg(long, value_name = "VERSION")]
     pub version: Option<String>,
+    /// Whether the operator keeps clusterctl's inventory (its own --clusterctl-inventory, on by
+    /// default): the provider's inventory entry is rendered too.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub clusterctl_inventory: bool,
     #[command(flatten)]
     pub source: SourceFlags,
 }
@@ -108,7 +112,7 @@ pub async fn provider(
 }
 
 /// The objects the operator would apply for a provider, in apply order, the inventory entry
-/// last; and the version rendered.
+/// last (when kept); and the version rendered.
 pub struct Desired {
     /// The objects.
     pub objects: Vec<Value>,
@@ -152,10 +156,10 @@ pub async fn render(
     cluster: &Cluster,
     p: &AnyProvider,
     installed: Option<&str>,
-    flags: &SourceFlags,
+    target: &Target,
 ) -> anyhow::Result<Desired> {
     let vars = variables(cluster, p).await?;
-    let located = locate_provider(&cluster.client, p, flags)?;
+    let located = locate_provider(&cluster.client, p, &target.source)?;
     let version = p.spec.version.as_deref().filter(|v| !v.is_empty());
     let release = located.fetch(version).await?;
     let extras = RenderExtras {
@@ -177,7 +181,9 @@ pub async fn render(
     };
     let mut objects = rendered.objects;
     finalize(&mut objects, p, pause);
-    objects.push(capi_components::inventory::entry(p, &release.version));
+    if target.clusterctl_inventory {
+        objects.push(capi_components::inventory::entry(p, &release.version));
+    }
     Ok(Desired {
         objects,
         version: release.version,
@@ -195,7 +201,7 @@ pub struct RenderArgs {
 pub async fn run_render(args: &RenderArgs, cluster: &Cluster) -> anyhow::Result<()> {
     let (p, live) = provider(cluster, &args.target).await?;
     let installed = installed_version(live.as_ref());
-    let desired = render(cluster, &p, installed, &args.target.source).await?;
+    let desired = render(cluster, &p, installed, &args.target).await?;
     print!("{}", capi_yaml::to_multi_doc(&desired.objects)?);
     Ok(())
 }

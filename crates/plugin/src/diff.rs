@@ -14,7 +14,7 @@ use anyhow::Context;
 use capi_cluster_io::{
     ApplyError, ObjKey, ServerSideApply, gvk_of,
     installed::{installed_objects, stale},
-    key_of,
+    key_of, recreatable,
     server_side_apply::{OPERATOR_FIELD_MANAGER, content_hash, with_hash},
 };
 use serde_json::Value;
@@ -82,10 +82,19 @@ async fn compare(
     };
     // The body the operator applies, its content hash label included.
     let body = with_hash(obj, &content_hash(obj));
-    let after = io
-        .dry_run_object(&key, &body)
-        .await
-        .with_context(|| format!("dry-run apply of {key}"))?;
+    let after = match io.dry_run_object(&key, &body).await {
+        Ok(after) => after,
+        // The operator deletes and creates again such an object (a Deployment whose selector
+        // changes): shown as a change of the whole object.
+        Err(ApplyError::Refused { message, .. })
+            if recreatable(&key) && message.contains("field is immutable") =>
+        {
+            return Ok(Ok(
+                classify::classify(&key.to_string(), &live, obj)?.map(|c| c.replaced())
+            ));
+        }
+        Err(e) => return Err(e).with_context(|| format!("dry-run apply of {key}")),
+    };
     let mut after = serde_json::to_value(after)?;
     // A dry run answers without apiVersion and kind on some paths; the live object's stand.
     for field in ["apiVersion", "kind"] {
@@ -141,7 +150,13 @@ fn print(what: &str, d: &Differences) {
         say!("- removed  {r}");
     }
     for c in &d.changed {
-        say!("~ changed  {}", c.object);
+        match c.replaced {
+            true => say!(
+                "~ replaced {} (an immutable field changes: deleted and created again)",
+                c.object
+            ),
+            false => say!("~ changed  {}", c.object),
+        }
         if !c.secret_keys.is_empty() {
             say!(
                 "    Secret keys (values not shown): {}",
@@ -173,17 +188,18 @@ fn print(what: &str, d: &Differences) {
 pub async fn run(args: &Args, cluster: &Cluster) -> anyhow::Result<bool> {
     let (p, live) = desired::provider(cluster, &args.target).await?;
     let installed = installed_version(live.as_ref());
-    let rendered = desired::render(cluster, &p, installed, &args.target.source).await?;
+    let rendered = desired::render(cluster, &p, installed, &args.target).await?;
     let upgrading = installed != Some(rendered.version.as_str());
     let d = differences(cluster, &p, &rendered.objects, upgrading).await?;
     if d.is_empty() {
         eprintln!("{}: no differences ({})", describe(&p), rendered.version);
         return Ok(false);
     }
-    let from = installed.unwrap_or("not installed");
-    print(
-        &format!("{}: {from} -> {}", describe(&p), rendered.version),
-        &d,
-    );
+    let versions = match installed {
+        Some(v) if v == rendered.version => format!("at {v}"),
+        Some(v) => format!("{v} -> {}", rendered.version),
+        None => format!("not installed -> {}", rendered.version),
+    };
+    print(&format!("{}: {versions}", describe(&p)), &d);
     Ok(true)
 }

@@ -45,6 +45,27 @@ pub struct Changed {
     pub crd_versions: Vec<String>,
     /// Webhooks whose service, URL, CA bundle or targets change.
     pub webhooks: Vec<String>,
+    /// The apiserver refuses the change in place (an immutable field): the operator deletes
+    /// the object and creates it again; its Pods restart.
+    pub replaced: bool,
+}
+
+impl Changed {
+    /// This change, carried out by deleting and creating the object again.
+    pub fn replaced(self) -> Changed {
+        Changed {
+            replaced: true,
+            restarts: self.restarts || is_workload(&self.object),
+            ..self
+        }
+    }
+}
+
+/// Whether `Kind namespace/name` names a workload whose Pods a replacement restarts.
+fn is_workload(object: &str) -> bool {
+    ["Deployment ", "DaemonSet ", "StatefulSet "]
+        .iter()
+        .any(|k| object.starts_with(k))
 }
 
 /// `obj` without the fields [`NOISE_METADATA`], [`NOISE_ANNOTATIONS`], the operator's applied
@@ -158,6 +179,7 @@ pub fn classify(object: &str, live: &Value, after: &Value) -> anyhow::Result<Opt
         restarts: restarts(&before, &after),
         crd_versions: crd_versions(&before, &after),
         webhooks: webhook_moves(&before, &after),
+        replaced: false,
     }))
 }
 
@@ -338,11 +360,14 @@ mod tests {
         assert!(c.diff.contains("-      - image: img:1"), "{}", c.diff);
         assert!(c.diff.contains("+      - image: img:2"), "{}", c.diff);
         assert!(c.diff.starts_with("--- live\n+++ operator\n"), "{}", c.diff);
-        let c = classify("d", &live, &deployment("img:1", 3))
+        let c = classify("Deployment ns/m", &live, &deployment("img:1", 3))
             .unwrap()
             .unwrap();
         assert!(!c.restarts);
         assert!(c.diff.contains("+  replicas: 3"), "{}", c.diff);
+        // Replaced (an immutable field): its Pods restart whatever changed.
+        let c = c.replaced();
+        assert!(c.replaced && c.restarts);
     }
 
     fn secret(data: Value) -> Value {
