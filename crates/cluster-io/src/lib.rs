@@ -8,12 +8,17 @@
 //! - [`established`]: waiting until CustomResourceDefinitions are Established;
 //! - [`provider_kind`]: the provider kinds of both API groups ([`ProviderKind`]) and reading
 //!   provider objects of either;
-//! - [`release_cache`]: the in-cluster cache of fetched releases ([`ReleaseCache`]).
+//! - [`release_cache`]: the in-cluster cache of fetched releases ([`ReleaseCache`]);
+//! - [`provider_inputs`]: a provider's variables Secret and additional manifests;
+//! - [`installed`]: the kinds of objects the operator installs and prunes, and listing a
+//!   provider's installed objects.
 
 pub mod apply_error;
 pub mod discovery;
 pub mod established;
+pub mod installed;
 pub mod object_key;
+pub mod provider_inputs;
 pub mod provider_kind;
 pub mod release_cache;
 pub mod server_side_apply;

@@ -18,6 +18,33 @@ use crate::{
     object_key::{gvk_from, gvk_of, key_of},
 };
 
+/// Field manager of everything the operator applies. The plugin's `diff` dry-runs under it
+/// too, so the apiserver merges exactly as it will when the operator applies.
+pub const OPERATOR_FIELD_MANAGER: &str = "capi-provider-operator";
+
+/// A stable hash of the content to apply (kept on the object in
+/// [`capi_operator_api::APPLIED_HASH_LABEL`], so it must not change between operator processes).
+pub fn content_hash(obj: &Value) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(obj.to_string().as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `obj` with the hash of its content in [`capi_operator_api::APPLIED_HASH_LABEL`]: the body the
+/// operator applies.
+pub fn with_hash(obj: &Value, hash: &str) -> Value {
+    let mut body = obj.clone();
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        let labels = meta
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(l) = labels.as_object_mut() {
+            l.insert(capi_operator_api::APPLIED_HASH_LABEL.into(), hash.into());
+        }
+    }
+    body
+}
+
 /// Why a plain apply ([`ServerSideApply::apply`]) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -139,13 +166,21 @@ impl ServerSideApply {
     /// A server-side apply of `body` (the object `key`) in a dry run: the apiserver validates
     /// it and stores nothing.
     pub async fn dry_run(&self, key: &ObjKey, body: &Value) -> Result<(), ApplyError> {
+        self.dry_run_object(key, body).await.map(drop)
+    }
+
+    /// [`Self::dry_run`], giving the object as the apiserver would store it.
+    pub async fn dry_run_object(
+        &self,
+        key: &ObjKey,
+        body: &Value,
+    ) -> Result<DynamicObject, ApplyError> {
         let r = self.resolve(&gvk_of(body)).await?;
         let mut params = self.params();
         params.dry_run = true;
         r.api(&self.client, Some(&key.namespace))
             .patch(&key.name, &params, &Patch::Apply(body))
             .await
-            .map(drop)
             .map_err(|e| classify(key, e))
     }
 }

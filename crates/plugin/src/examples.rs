@@ -9,6 +9,22 @@ pub const ROOT: &str = "Examples:
   # What an upgrade would change
   kubectl capi-providers upgrade plan";
 
+/// Examples of `diff`.
+pub const DIFF: &str = "Examples:
+  # What the operator would change for the provider object in a file (exit 1: differences)
+  kubectl capi-providers diff -f core-provider.yaml
+
+  # What upgrading the installed provider cluster-api to v1.12.1 would change
+  kubectl capi-providers diff cluster-api --version v1.12.1";
+
+/// Examples of `render`.
+pub const RENDER: &str = "Examples:
+  # The objects the operator applies for a provider in the cluster, from its own source
+  kubectl capi-providers render cluster-api
+
+  # For a provider object in a file, at another version
+  kubectl capi-providers render -f core-provider.yaml --version v1.12.1";
+
 /// Examples of `init`.
 pub const INIT: &str = "Examples:
   # The core provider and an infrastructure provider, variables from a file

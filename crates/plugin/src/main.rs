@@ -10,6 +10,8 @@
 //! - `migrate`: adopts providers installed by clusterctl, without reinstalling them.
 //! - `verify`: checks a release against the provider contracts.
 //! - `describe`: a release's variables (with defaults) and images.
+//! - `render`: the objects the operator would apply for a provider, from every source it reads;
+//!   `diff`: what it would change on the live cluster (exit 1 on differences, as `kubectl diff`).
 //! - `completion`: shell completion scripts; `krew-manifest`: the krew manifest of this build.
 
 // The project rule: no function over 80 lines (threshold in the workspace clippy.toml).
@@ -29,6 +31,8 @@ macro_rules! say {
 mod certmanager;
 mod cluster;
 mod describe;
+mod desired;
+mod diff;
 mod examples;
 mod init;
 mod krew;
@@ -75,6 +79,15 @@ enum Command {
     /// Show a release's variables with their defaults, and its images.
     #[command(after_help = examples::DESCRIBE)]
     Describe(Box<describe::Args>),
+    /// Show the objects the operator would apply for a provider: its release from the source
+    /// it names, its variables Secret and additional manifests read from the cluster.
+    #[command(after_help = examples::RENDER)]
+    Render(Box<desired::RenderArgs>),
+    /// Show what the operator would change on the live cluster for a provider (objects added,
+    /// removed, changed; restarts, CRD versions, webhooks). Exit status 0: no differences,
+    /// 1: differences, 2: an error.
+    #[command(after_help = examples::DIFF)]
+    Diff(Box<diff::Args>),
     /// Print a shell completion script for kubectl-capi_providers.
     #[command(after_help = examples::COMPLETION)]
     Completion {
@@ -108,7 +121,8 @@ fn print_completion(shell: CompletionShell) {
     clap_complete::generate(shell, &mut cmd, krew::BIN, &mut std::io::stdout());
 }
 
-/// A failure already reported on standard output (verify findings): exit 1 without more.
+/// A failure already reported on standard output (verify findings, diff's differences): exit 1
+/// without more.
 #[derive(Debug)]
 struct Reported;
 
@@ -122,6 +136,12 @@ impl std::error::Error for Reported {}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // As `kubectl diff`: 1 means differences, so an error of `diff` exits 2.
+    let error_code = if matches!(cli.command, Command::Diff(_)) {
+        ExitCode::from(2)
+    } else {
+        ExitCode::FAILURE
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -129,7 +149,7 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: starting the async runtime: {e}");
-            return ExitCode::FAILURE;
+            return error_code;
         }
     };
     match runtime.block_on(run(cli)) {
@@ -137,7 +157,7 @@ fn main() -> ExitCode {
         Err(e) if e.is::<Reported>() => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            error_code
         }
     }
 }
@@ -157,6 +177,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Describe(args) => describe::run(&args).await,
+        Command::Render(args) => {
+            let cluster = cluster::Cluster::connect(&cli.cluster).await?;
+            desired::run_render(&args, &cluster).await
+        }
+        Command::Diff(args) => {
+            let cluster = cluster::Cluster::connect(&cli.cluster).await?;
+            if diff::run(&args, &cluster).await? {
+                return Err(Reported.into());
+            }
+            Ok(())
+        }
         Command::Completion { shell } => {
             print_completion(shell);
             Ok(())

@@ -9,7 +9,10 @@ use std::{
     time::Duration,
 };
 
-use capi_cluster_io::ServerSideApply;
+use capi_cluster_io::{
+    ServerSideApply,
+    server_side_apply::{content_hash, with_hash},
+};
 use kube::{
     Api, Client,
     api::{ApiResource, DeleteParams, DynamicObject},
@@ -19,7 +22,7 @@ use serde_json::Value;
 use capi_operator_api::APPLIED_HASH_LABEL;
 
 /// Field manager of everything the operator applies.
-pub const FIELD_MANAGER: &str = "capi-provider-operator";
+pub const FIELD_MANAGER: &str = capi_cluster_io::server_side_apply::OPERATOR_FIELD_MANAGER;
 
 pub use capi_cluster_io::{
     ApplyError, CERT_MANAGER_GROUP, ObjKey, RECREATABLE, crds_needed_by, key_of, recreatable,
@@ -37,28 +40,6 @@ pub struct Applier {
     // both match needs no request at all. After a restart this is empty; the hash label on
     // the object and its managedFields answer the same question (see `Live::ours_last`).
     applied: Mutex<HashMap<ObjKey, Applied>>,
-}
-
-/// A stable hash of the content to apply (kept on the object in [`APPLIED_HASH_LABEL`],
-/// so it must not change between operator processes).
-fn content_hash(obj: &Value) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(obj.to_string().as_bytes());
-    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// `obj` with the hash of its content in [`APPLIED_HASH_LABEL`].
-fn with_hash(obj: &Value, hash: &str) -> Value {
-    let mut body = obj.clone();
-    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
-        let labels = meta
-            .entry("labels")
-            .or_insert_with(|| Value::Object(Default::default()));
-        if let Some(l) = labels.as_object_mut() {
-            l.insert(APPLIED_HASH_LABEL.into(), hash.into());
-        }
-    }
-    body
 }
 
 type BoxedApply<'a> = std::pin::Pin<

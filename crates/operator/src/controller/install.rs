@@ -46,7 +46,10 @@ use super::{
     report::{list_note, merge_params},
     source::{self, Chosen, Lookup, ReleaseCache},
 };
-use capi_cluster_io::provider_kind::ProviderKind;
+use capi_cluster_io::{
+    provider_inputs::{self, Manifests, Variables},
+    provider_kind::ProviderKind,
+};
 
 impl Reasoned for ApplyError {
     fn reason(&self) -> &'static str {
@@ -795,50 +798,31 @@ fn contract_verified(p: &AnyProvider, contract: &str, objects: &[Value]) -> Desi
 }
 
 async fn read_variables(ctx: &Ctx, p: &AnyProvider) -> Phase<BTreeMap<String, String>> {
-    let Some(name) = p.spec.secret_name.as_deref().filter(|s| !s.is_empty()) else {
-        return ControlFlow::Continue(BTreeMap::new());
-    };
-    let ns = p.spec.secret_namespace.as_deref().unwrap_or(p.namespace());
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-    let secret = match api.get_opt(name).await {
-        Ok(Some(s)) => s,
-        Ok(None) => {
-            let found = found::names_in::<Secret>(&ctx.client, ns).await;
-            return end(problem(
+    match provider_inputs::variables(&ctx.client, p).await {
+        Ok(Variables::Found(vars)) => ControlFlow::Continue(vars),
+        Ok(Variables::Missing { namespace, name }) => {
+            let found = found::names_in::<Secret>(&ctx.client, &namespace).await;
+            end(problem(
                 PROVIDER_INSTALLED,
                 reason::SECRET_NOT_FOUND,
-                format!("Secret {ns}/{name} (spec.configSecret) does not exist; {found}"),
-            ));
+                format!("Secret {namespace}/{name} (spec.configSecret) does not exist; {found}"),
+            ))
         }
         Err(e) => {
+            let ns = p.spec.secret_namespace.as_deref().unwrap_or(p.namespace());
+            let name = p.spec.secret_name.as_deref().unwrap_or_default();
             let message = format!("reading Secret {ns}/{name}: {e}");
-            return end(Outcome::transient(
+            end(Outcome::transient(
                 e,
                 PROVIDER_INSTALLED,
                 reason::SECRET_NOT_FOUND,
                 message,
-            ));
-        }
-    };
-    let mut vars = BTreeMap::new();
-    for (k, v) in secret.data.unwrap_or_default() {
-        // Values are never logged; a non-UTF-8 value cannot be substituted into YAML anyway.
-        if let Ok(s) = String::from_utf8(v.0) {
-            vars.insert(k, s);
+            ))
         }
     }
-    for (k, v) in secret.string_data.unwrap_or_default() {
-        vars.insert(k, v);
-    }
-    ControlFlow::Continue(vars)
 }
 
 async fn read_additional_manifests(ctx: &Ctx, p: &AnyProvider) -> Phase<Option<String>> {
-    let Some(r) = p.spec.additional_manifests.as_ref() else {
-        return ControlFlow::Continue(None);
-    };
-    let ns = r.namespace.as_deref().unwrap_or(p.namespace());
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
     let missing = |message: String| {
         end(problem(
             PROVIDER_INSTALLED,
@@ -846,26 +830,28 @@ async fn read_additional_manifests(ctx: &Ctx, p: &AnyProvider) -> Phase<Option<S
             message,
         ))
     };
-    match api.get_opt(&r.name).await {
-        Ok(Some(mut cm)) => match cm.data.as_mut().and_then(|d| d.remove("manifests")) {
-            Some(text) => ControlFlow::Continue(Some(text)),
-            None => {
-                let data = cm.data.iter().flat_map(|d| d.keys());
-                let binary = cm.binary_data.iter().flat_map(|d| d.keys());
-                missing(format!(
-                    "ConfigMap {ns}/{} has no key \"manifests\"; {}",
-                    r.name,
-                    found::keys_note(data.chain(binary))
-                ))
-            }
-        },
-        Ok(None) => missing(format!(
-            "ConfigMap {ns}/{} (spec.additionalManifests) does not exist; {}",
-            r.name,
-            found::names_in::<ConfigMap>(&ctx.client, ns).await
+    match provider_inputs::additional_manifests(&ctx.client, p).await {
+        Ok(Manifests::NotNamed) => ControlFlow::Continue(None),
+        Ok(Manifests::Found(text)) => ControlFlow::Continue(Some(text)),
+        Ok(Manifests::NoKey {
+            namespace,
+            name,
+            keys,
+        }) => missing(format!(
+            "ConfigMap {namespace}/{name} has no key \"manifests\"; {}",
+            found::keys_note(keys.iter())
+        )),
+        Ok(Manifests::Missing { namespace, name }) => missing(format!(
+            "ConfigMap {namespace}/{name} (spec.additionalManifests) does not exist; {}",
+            found::names_in::<ConfigMap>(&ctx.client, &namespace).await
         )),
         Err(e) => {
-            let message = format!("reading ConfigMap {ns}/{}: {e}", r.name);
+            let r = p.spec.additional_manifests.as_ref();
+            let ns = r
+                .and_then(|r| r.namespace.as_deref())
+                .unwrap_or(p.namespace());
+            let name = r.map(|r| r.name.as_str()).unwrap_or_default();
+            let message = format!("reading ConfigMap {ns}/{name}: {e}");
             end(Outcome::transient(
                 e,
                 PROVIDER_INSTALLED,

@@ -28,38 +28,8 @@ use super::{
     world::Index,
 };
 
-/// Kinds watched for drift repair and pruning (`group`, `version`, `kind`), from the moment
-/// the cluster serves them (see [`OwnedKinds`]). Objects of other kinds in a release are applied but
-/// neither pruned nor repaired.
-pub const OWNED_KINDS: &[(&str, &str, &str)] = &[
-    ("", "v1", "Namespace"),
-    ("", "v1", "ServiceAccount"),
-    ("", "v1", "Service"),
-    ("", "v1", "ConfigMap"),
-    ("", "v1", "Secret"),
-    ("apps", "v1", "Deployment"),
-    ("apps", "v1", "DaemonSet"),
-    ("apps", "v1", "StatefulSet"),
-    ("rbac.authorization.k8s.io", "v1", "Role"),
-    ("rbac.authorization.k8s.io", "v1", "RoleBinding"),
-    ("rbac.authorization.k8s.io", "v1", "ClusterRole"),
-    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
-    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-    (
-        "admissionregistration.k8s.io",
-        "v1",
-        "MutatingWebhookConfiguration",
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "v1",
-        "ValidatingWebhookConfiguration",
-    ),
-    ("cert-manager.io", "v1", "Certificate"),
-    ("cert-manager.io", "v1", "Issuer"),
-    // clusterctl's inventory entries (see [`super::inventory`]).
-    ("clusterctl.cluster.x-k8s.io", "v1alpha3", "Provider"),
-];
+/// Kinds watched for drift repair and pruning; shared with the plugin's `diff`.
+pub use capi_cluster_io::installed::OWNED_KINDS;
 
 /// The watches of installed objects see only what carries owner labels.
 pub fn selector() -> watcher::Config {

@@ -3,6 +3,7 @@
 
 mod cli;
 mod e2e_cert_manager;
+mod e2e_diff;
 mod e2e_migrate;
 mod e2e_sample;
 mod offline;

@@ -1,8 +1,6 @@
 //! The decisions the install phases take, as plain functions over what the caches hold: when
 //! a contract change needs every provider paused, when unpausing is refused, and what to prune.
 
-use std::collections::BTreeSet;
-
 use capi_operator_api::{AnyProvider, ProviderStatus, conditions::PAUSED};
 
 use super::{conditions::Desired, reason};
@@ -86,26 +84,8 @@ pub fn pause_condition(
     ))
 }
 
-/// What this provider installed before but no longer renders. CRDs and namespaces are never
-/// pruned (deleting a CRD deletes every custom resource of it), and a paused provider whose
-/// version does not change is left as it is.
-/// `kind` gives an object key's kind.
-pub fn stale<K: Ord, R>(
-    installed: Vec<(K, R, bool)>,
-    desired: &BTreeSet<K>,
-    kind: impl Fn(&K) -> &str,
-    paused: bool,
-    upgrading: bool,
-) -> Vec<(K, R, bool)> {
-    if paused && !upgrading {
-        return Vec::new();
-    }
-    installed
-        .into_iter()
-        .filter(|(k, _, _)| !desired.contains(k))
-        .filter(|(k, _, _)| !matches!(kind(k), "CustomResourceDefinition" | "Namespace"))
-        .collect()
-}
+/// What this provider installed before but no longer renders; shared with the plugin's `diff`.
+pub use capi_cluster_io::installed::stale;
 
 #[cfg(test)]
 mod tests {
@@ -113,6 +93,7 @@ mod tests {
     use capi_operator_api::{ProviderSpec, ProviderType};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kube::api::{ApiResource, GroupVersionKind};
+    use std::collections::BTreeSet;
 
     use crate::controller::apply::ObjKey;
 

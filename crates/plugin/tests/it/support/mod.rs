@@ -25,6 +25,8 @@ pub fn plugin_bin() -> &'static Path {
 pub struct Run {
     /// Exit status was success.
     pub ok: bool,
+    /// The exit code (-1 when killed by a signal).
+    pub code: i32,
     /// Standard output.
     pub stdout: String,
     /// Standard error.
@@ -32,6 +34,14 @@ pub struct Run {
 }
 
 impl Run {
+    /// Fails unless standard output holds every one of `wants`.
+    pub fn expect_out(&self, wants: &[&str]) -> Result<(), String> {
+        match wants.iter().find(|w| !self.stdout.contains(**w)) {
+            Some(missing) => Err(format!("missing {missing:?}\n{}", self.all())),
+            None => Ok(()),
+        }
+    }
+
     /// stdout and stderr, for messages.
     pub fn all(&self) -> String {
         format!(
@@ -59,6 +69,7 @@ pub fn plugin_env(
     let out = cmd.output()?;
     Ok(Run {
         ok: out.status.success(),
+        code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     })

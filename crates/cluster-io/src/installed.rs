@@ -1,0 +1,108 @@
+//! The kinds of objects the operator installs, watches for drift and prunes, and which of a
+//! provider's installed objects an install removes. The operator watches these kinds; the
+//! plugin's `diff` lists them to say what the operator would remove.
+
+use std::collections::BTreeSet;
+
+use capi_operator_api::{AnyProvider, OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL};
+use kube::{
+    Api, Client,
+    api::{DynamicObject, GroupVersionKind, ListParams},
+};
+use serde_json::Value;
+
+/// Kinds watched for drift repair and pruning (`group`, `version`, `kind`), from the moment
+/// the cluster serves them. Objects of other kinds in a release are applied but neither pruned
+/// nor repaired.
+pub const OWNED_KINDS: &[(&str, &str, &str)] = &[
+    ("", "v1", "Namespace"),
+    ("", "v1", "ServiceAccount"),
+    ("", "v1", "Service"),
+    ("", "v1", "ConfigMap"),
+    ("", "v1", "Secret"),
+    ("apps", "v1", "Deployment"),
+    ("apps", "v1", "DaemonSet"),
+    ("apps", "v1", "StatefulSet"),
+    ("rbac.authorization.k8s.io", "v1", "Role"),
+    ("rbac.authorization.k8s.io", "v1", "RoleBinding"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
+    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+    ),
+    ("cert-manager.io", "v1", "Certificate"),
+    ("cert-manager.io", "v1", "Issuer"),
+    // clusterctl's inventory entries.
+    ("clusterctl.cluster.x-k8s.io", "v1alpha3", "Provider"),
+];
+
+/// What this provider installed before but no longer renders. CRDs and namespaces are never
+/// pruned (deleting a CRD deletes every custom resource of it), and a paused provider whose
+/// version does not change is left as it is.
+/// `kind` gives an object key's kind.
+pub fn stale<K: Ord, R>(
+    installed: Vec<(K, R, bool)>,
+    desired: &BTreeSet<K>,
+    kind: impl Fn(&K) -> &str,
+    paused: bool,
+    upgrading: bool,
+) -> Vec<(K, R, bool)> {
+    if paused && !upgrading {
+        return Vec::new();
+    }
+    installed
+        .into_iter()
+        .filter(|(k, _, _)| !desired.contains(k))
+        .filter(|(k, _, _)| !matches!(kind(k), "CustomResourceDefinition" | "Namespace"))
+        .collect()
+}
+
+/// Whether an object's labels name `p` as its installer (the API label included, so a
+/// provider of the other API group with the same name never claims them).
+pub fn labelled_for(obj: &Value, p: &AnyProvider) -> bool {
+    let label = |k: &str| obj.pointer("/metadata/labels").and_then(|l| l.get(k));
+    label(capi_operator_api::OWNER_API_LABEL).and_then(Value::as_str) == p.api.owner_label()
+}
+
+/// Every object of [`OWNED_KINDS`] the cluster serves that carries `p`'s owner labels, as JSON
+/// with apiVersion and kind.
+pub async fn installed_objects(
+    client: &Client,
+    p: &AnyProvider,
+) -> Result<Vec<Value>, kube::Error> {
+    let selector = format!(
+        "{OWNER_KIND_LABEL}={},{OWNER_NAMESPACE_LABEL}={},{OWNER_NAME_LABEL}={}",
+        p.provider_type.kind(),
+        p.namespace(),
+        p.name()
+    );
+    let mut out = Vec::new();
+    for (g, v, k) in OWNED_KINDS {
+        let gvk = GroupVersionKind::gvk(g, v, k);
+        let (resource, _) = match kube::discovery::pinned_kind(client, &gvk).await {
+            Ok(found) => found,
+            Err(e) if crate::discovery::is_unserved(&e) => continue,
+            Err(e) => return Err(e),
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        for o in api.list(&ListParams::default().labels(&selector)).await? {
+            let mut v = serde_json::to_value(o).map_err(kube::Error::SerdeError)?;
+            if let Some(m) = v.as_object_mut() {
+                m.insert("apiVersion".into(), resource.api_version.clone().into());
+                m.insert("kind".into(), resource.kind.clone().into());
+            }
+            if labelled_for(&v, p) {
+                out.push(v);
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,213 @@
+//! What the operator would apply for a provider, computed by the plugin from the same inputs
+//! the operator reads and through the same pipeline: the release from the source the
+//! provider's fetchConfig names (GitHub, GitLab, OCI, a URL or the air-gapped ConfigMaps, chosen
+//! by the mapping the operator uses), its variables from the provider Secret in the cluster,
+//! its additional manifests, then capi-components' render (substitution, overrides, patches)
+//! and the operator's last step before applying (owner labels, pause, apiserver-owned fields)
+//! with the clusterctl inventory entry. `render` prints the result; `diff` compares it with the
+//! cluster.
+
+use std::{collections::BTreeMap, path::PathBuf};
+
+use anyhow::{Context, bail};
+use capi_cluster_io::provider_inputs::{self, Manifests, Variables};
+use capi_components::{
+    before_apply::{Pause, finalize},
+    render::{RenderExtras, render_with},
+};
+use capi_operator_api::AnyProvider;
+use serde_json::Value;
+
+use crate::{
+    cluster::{Cluster, describe},
+    release::{SourceFlags, locate_provider},
+};
+
+/// Which provider a command is about: a file, or one in the cluster by name.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Target {
+    /// The provider object (YAML) to render; its namespace names where it lives.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE",
+        conflicts_with = "name"
+    )]
+    pub file: Option<PathBuf>,
+    /// The name of a provider object in the cluster.
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// The namespace of NAME, when several providers have that name.
+    #[arg(long, short = 'n', value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// The version to render instead of spec.version.
+    #[arg(long, value_name = "VERSION")]
+    pub version: Option<String>,
+    /// Whether the operator keeps clusterctl's inventory (its own --clusterctl-inventory, on by
+    /// default): the provider's inventory entry is rendered too.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub clusterctl_inventory: bool,
+    #[command(flatten)]
+    pub source: SourceFlags,
+}
+
+/// A provider object from a file: its first document that is one.
+fn read_provider_file(file: &std::path::Path) -> anyhow::Result<AnyProvider> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let docs = capi_yaml::parse_documents(&text, &capi_yaml::Limits::default())
+        .with_context(|| format!("parsing {}", file.display()))?;
+    let found = docs
+        .into_iter()
+        .find_map(|d| AnyProvider::from_value(d).ok());
+    let Some(p) = found else {
+        bail!("{} holds no provider object", file.display());
+    };
+    if p.namespace().is_empty() {
+        bail!("{}: the provider object names no namespace", file.display());
+    }
+    Ok(p)
+}
+
+/// The provider `name` in the cluster (in `namespace` when given).
+async fn find_by_name(
+    cluster: &Cluster,
+    name: &str,
+    namespace: Option<&str>,
+) -> anyhow::Result<AnyProvider> {
+    let mut found: Vec<AnyProvider> = cluster
+        .providers()
+        .await?
+        .into_iter()
+        .filter(|p| p.name() == name && namespace.is_none_or(|n| p.namespace() == n))
+        .collect();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => bail!("no provider object named {name:?} in the cluster"),
+        _ => bail!(
+            "several providers are named {name:?} ({}); give --namespace",
+            found.iter().map(describe).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// The provider a [`Target`] names, with `--version` applied, and the same object in the
+/// cluster (with its status) if there is one.
+pub async fn provider(
+    cluster: &Cluster,
+    t: &Target,
+) -> anyhow::Result<(AnyProvider, Option<AnyProvider>)> {
+    let mut p = match (&t.file, &t.name) {
+        (Some(f), _) => read_provider_file(f)?,
+        (None, Some(n)) => find_by_name(cluster, n, t.namespace.as_deref()).await?,
+        (None, None) => bail!("name a provider: -f FILE or NAME"),
+    };
+    let live = cluster
+        .provider_of(p.api, p.provider_type, p.namespace(), p.name())
+        .await?;
+    if let Some(v) = &t.version {
+        p.spec.version = Some(v.clone());
+    }
+    Ok((p, live))
+}
+
+/// The objects the operator would apply for a provider, in apply order, the inventory entry
+/// last (when kept); and the version rendered.
+pub struct Desired {
+    /// The objects.
+    pub objects: Vec<Value>,
+    /// The release version.
+    pub version: String,
+}
+
+/// The provider Secret's variables, read as the operator reads them.
+async fn variables(cluster: &Cluster, p: &AnyProvider) -> anyhow::Result<BTreeMap<String, String>> {
+    match provider_inputs::variables(&cluster.client, p)
+        .await
+        .context("reading the provider's variables Secret")?
+    {
+        Variables::Found(v) => Ok(v),
+        Variables::Missing { namespace, name } => {
+            bail!("Secret {namespace}/{name} (spec.configSecret) does not exist")
+        }
+    }
+}
+
+/// The additional manifests, read as the operator reads them.
+async fn additional(cluster: &Cluster, p: &AnyProvider) -> anyhow::Result<Option<String>> {
+    match provider_inputs::additional_manifests(&cluster.client, p)
+        .await
+        .context("reading spec.additionalManifests")?
+    {
+        Manifests::NotNamed => Ok(None),
+        Manifests::Found(text) => Ok(Some(text)),
+        Manifests::Missing { namespace, name } => {
+            bail!("ConfigMap {namespace}/{name} (spec.additionalManifests) does not exist")
+        }
+        Manifests::NoKey {
+            namespace, name, ..
+        } => bail!("ConfigMap {namespace}/{name} has no key \"manifests\""),
+    }
+}
+
+/// Renders `p` as the operator would, `installed` being the version installed now (a paused
+/// provider applies only its Deployments unless the version changes).
+pub async fn render(
+    cluster: &Cluster,
+    p: &AnyProvider,
+    installed: Option<&str>,
+    target: &Target,
+) -> anyhow::Result<Desired> {
+    let vars = variables(cluster, p).await?;
+    let located = locate_provider(&cluster.client, p, &target.source)?;
+    let version = p.spec.version.as_deref().filter(|v| !v.is_empty());
+    let release = located.fetch(version).await?;
+    let extras = RenderExtras {
+        additional_manifests: additional(cluster, p).await?,
+    };
+    let rendered = render_with(p, &release, |k| vars.get(k).cloned(), &extras)
+        .with_context(|| format!("rendering {} {}", describe(p), release.version))?;
+    for r in &rendered.managers {
+        for f in &r.findings {
+            eprintln!("warning: {} {}", f.field, f.problem);
+        }
+    }
+    let pause = if p.spec.paused {
+        Pause::Paused {
+            version_changes: installed != Some(release.version.as_str()),
+        }
+    } else {
+        Pause::Running
+    };
+    let mut objects = rendered.objects;
+    finalize(&mut objects, p, pause);
+    if target.clusterctl_inventory {
+        objects.push(capi_components::inventory::entry(p, &release.version));
+    }
+    Ok(Desired {
+        objects,
+        version: release.version,
+    })
+}
+
+/// Options of `render`.
+#[derive(clap::Args, Debug)]
+pub struct RenderArgs {
+    #[command(flatten)]
+    target: Target,
+}
+
+/// Runs `render`: prints the objects the operator would apply.
+pub async fn run_render(args: &RenderArgs, cluster: &Cluster) -> anyhow::Result<()> {
+    let (p, live) = provider(cluster, &args.target).await?;
+    let installed = installed_version(live.as_ref());
+    let desired = render(cluster, &p, installed, &args.target).await?;
+    print!("{}", capi_yaml::to_multi_doc(&desired.objects)?);
+    Ok(())
+}
+
+/// The version the operator installed for the provider object `live`.
+pub fn installed_version(live: Option<&AnyProvider>) -> Option<&str> {
+    live.and_then(|l| l.status.as_ref())
+        .and_then(|s| s.installed_version.as_deref())
+}
