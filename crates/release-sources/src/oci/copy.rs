@@ -6,8 +6,7 @@ use reqwest::{Method, header::CONTENT_TYPE};
 use serde::Deserialize;
 
 use super::{
-    MANIFEST_ACCEPT, MAX_ERROR_BYTES, OCI_INDEX, OCI_MANIFEST, OciConfig, OciCredentials,
-    OciReference, SourceError,
+    MAX_ERROR_BYTES, OCI_INDEX, OCI_MANIFEST, OciConfig, OciCredentials, OciReference, SourceError,
     auth::Access,
     client::{Call, Registry, sha256_digest},
     invalid,
@@ -108,25 +107,8 @@ async fn copy_blobs(src: &Registry, dst: &Registry, parts: &Parts) -> Result<(),
 impl Registry {
     /// The manifest `reference` (tag or digest) names, as sent, checked against its digest.
     async fn raw_manifest(&self, reference: &str) -> Result<RawManifest, SourceError> {
-        let what = format!("manifest {reference} of {}", self.name());
-        let answer = self
-            .call(&Call {
-                method: Method::GET,
-                url: self.url(&format!("manifests/{reference}"))?,
-                accept: Some(MANIFEST_ACCEPT),
-                content_type: None,
-                body: None,
-                limit: self.config.max_manifest_bytes,
-                access: Access::Pull,
-                what: &what,
-            })
-            .await?;
+        let (answer, what) = self.manifest_answer(reference).await?;
         let digest = sha256_digest(&answer.body);
-        if reference.starts_with("sha256:") && reference != digest {
-            return Err(invalid(format!(
-                "{what}: the registry returned content with digest {digest}"
-            )));
-        }
         let header = answer
             .headers
             .get(CONTENT_TYPE)
