@@ -75,6 +75,9 @@ pub mod reason {
     pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
     /// The referenced additionalManifests ConfigMap does not exist or is unusable.
     pub const ADDITIONAL_MANIFESTS: &str = "AdditionalManifestsError";
+    /// The operator-wide image mirror setting is malformed: nothing is installed or changed
+    /// until it is fixed.
+    pub const IMAGE_MIRROR_INVALID: &str = "ImageMirrorInvalid";
     /// Variables the release needs are missing.
     pub const MISSING_VARIABLES: &str = "MissingVariables";
     /// The release could not be rendered (YAML, patches, customization).

@@ -12,6 +12,7 @@ pub mod inventory;
 pub mod manager_args;
 pub mod managers;
 pub mod metadata;
+pub mod mirror;
 pub mod patch;
 pub mod pipeline;
 pub mod privileged;

@@ -38,6 +38,9 @@ pub struct RenderExtras {
     /// The `manifests` key of the ConfigMap named by `spec.additionalManifests`: extra objects,
     /// multi-document YAML, installed and removed with the provider.
     pub additional_manifests: Option<String>,
+    /// The operator-wide image mirror: applied before the provider's own image overrides, which
+    /// win, to the release's and the additional manifests' workloads.
+    pub mirror: crate::mirror::ImageMirror,
 }
 
 impl RenderError {
@@ -116,12 +119,15 @@ pub fn render_with(
         .ok_or(pipeline::PipelineError::NoTargetNamespace)?;
     pipeline::fix_target_namespace(&mut objects, &target)?;
     let label = provider.provider_type.manifest_label(provider.name());
+    extra.mirror.rewrite_images(&mut objects, &label);
     let managers = customize_deployments(&mut objects, &spec, &release.version)?;
     if let Some(text) = extra.additional_manifests.as_deref() {
-        let more = additional_objects(text, &lookup, &target, &objects)?;
+        let mut more = additional_objects(text, &lookup, &target, &objects)?;
         tracing::debug!(count = more.len(), "adding additional manifests");
+        extra.mirror.rewrite_images(&mut more, &label);
         objects.extend(more);
     }
+    extra.mirror.add_pull_secrets_to(&mut objects);
     patches.apply(&mut objects)?;
     // Labels after the patches, so a patch cannot drop the labels pruning relies on.
     pipeline::add_common_labels(&mut objects, &label)?;
@@ -332,6 +338,7 @@ metadata: {name: sample-manager, namespace: sample-system}
             additional_manifests: Some(
                 "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {tag: \"${TAG:=none}\", cost: \"$$5\"}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: elsewhere, namespace: other}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: extra-role}\nrules: []\n".into(),
             ),
+            ..RenderExtras::default()
         };
         let vars = |k: &str| (k == "TAG").then(|| "v9".to_string());
         let r = render_with(&p, &release(), vars, &extra)?;
@@ -362,6 +369,7 @@ metadata: {name: sample-manager, namespace: sample-system}
         let msg = |text: &str| {
             let extra = RenderExtras {
                 additional_manifests: Some(text.into()),
+                ..RenderExtras::default()
             };
             render_with(&p, &release(), |_| None, &extra).map_err(|e| e.to_string())
         };
@@ -383,6 +391,65 @@ metadata: {name: sample-manager, namespace: sample-system}
         );
         // Empty text adds nothing.
         assert_eq!(msg("").map(|r| r.objects.len()), Ok(3));
+        Ok(())
+    }
+
+    #[test]
+    fn the_mirror_moves_images_and_the_spec_override_wins() -> TestResult {
+        let mirror = crate::mirror::ImageMirror::parse(
+            Some("all: {repository: mirror.example/capi}"),
+            Some("[mirror-pull]"),
+        )?;
+        let extra = RenderExtras {
+            mirror,
+            additional_manifests: Some("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\nspec: {template: {spec: {containers: [{name: a, image: r.io/agent:v1}]}}}\n".into()),
+        };
+        let image = |r: &Rendered, kind: &str, name: &str| {
+            find(r, kind, name)
+                .map(|d| d["spec"]["template"]["spec"]["containers"][0]["image"].clone())
+        };
+        let plain = render_with(
+            &provider(json!({"version": "v0.1.0"}))?,
+            &release(),
+            |_| None,
+            &extra,
+        )?;
+        assert_eq!(
+            plain.images,
+            vec![
+                "mirror.example/capi/sample:v0.1.0",
+                "mirror.example/capi/agent:v1"
+            ]
+        );
+        let d = find(&plain, "Deployment", "sample-controller-manager").ok_or("no Deployment")?;
+        assert_eq!(
+            d["spec"]["template"]["spec"]["imagePullSecrets"],
+            json!([{"name": "mirror-pull"}])
+        );
+        let tag_only = provider(json!({"version": "v0.1.0", "deployment": {
+            "imagePullSecrets": [{"name": "own"}],
+            "containers": [{"name": "manager", "image": {"tag": "v0.1.1"}}]}}))?;
+        let r = render_with(&tag_only, &release(), |_| None, &extra)?;
+        assert_eq!(
+            image(&r, "Deployment", "sample-controller-manager"),
+            Some(json!("mirror.example/capi/sample:v0.1.1"))
+        );
+        let d = find(&r, "Deployment", "sample-controller-manager").ok_or("no Deployment")?;
+        assert_eq!(
+            d["spec"]["template"]["spec"]["imagePullSecrets"],
+            json!([{"name": "own"}, {"name": "mirror-pull"}])
+        );
+        let whole = provider(json!({"version": "v0.1.0", "deployment": {
+            "containers": [{"name": "manager", "image": "other.example/sample:v2"}]}}))?;
+        let r = render_with(&whole, &release(), |_| None, &extra)?;
+        assert_eq!(
+            image(&r, "Deployment", "sample-controller-manager"),
+            Some(json!("other.example/sample:v2"))
+        );
+        assert_eq!(
+            image(&r, "DaemonSet", "agent"),
+            Some(json!("mirror.example/capi/agent:v1"))
+        );
         Ok(())
     }
 }

@@ -144,6 +144,23 @@ struct RunArgs {
     /// 64 MiB (at least a quarter of it), or 512 MiB without a limit.
     #[arg(long, env = "CAPI_OPERATOR_RELEASE_MEMORY_MIB")]
     release_memory_mib: Option<u64>,
+    /// Registry and path every provider image is pulled from instead of its own (clusterctl's
+    /// `images: all: repository`); the image name, tag and digest are kept.
+    #[arg(long, env = "CAPI_OPERATOR_IMAGE_MIRROR", value_name = "REPOSITORY")]
+    image_mirror: Option<String>,
+    /// Secrets (comma-separated names) added to the imagePullSecrets of every provider
+    /// Deployment; each must exist in the provider's namespace.
+    #[arg(long, env = "CAPI_OPERATOR_IMAGE_PULL_SECRETS", value_delimiter = ',')]
+    image_pull_secrets: Vec<String>,
+    /// A ConfigMap (NAME in the operator's namespace, or NAMESPACE/NAME) whose `images` key
+    /// (clusterctl's `images:` map) and `imagePullSecrets` key (a list of names) go over
+    /// --image-mirror and --image-pull-secrets. Watched: a change renders every provider again.
+    #[arg(
+        long,
+        env = "CAPI_OPERATOR_IMAGE_MIRROR_CONFIG",
+        value_name = "CONFIGMAP"
+    )]
+    image_mirror_config: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -244,11 +261,12 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
     init_logging(&args.log_format);
     trust_ca_bundle(args.ca_bundle.as_deref())?;
     let secs = std::time::Duration::from_secs;
+    let own_namespace = args
+        .leader_election_namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
     let leader_election = args.leader_elect.then(|| leader::LeaseConfig {
-        namespace: args
-            .leader_election_namespace
-            .clone()
-            .unwrap_or_else(|| "default".into()),
+        namespace: own_namespace.clone(),
         name: args.leader_election_id.clone(),
         identity: identity(),
         lease_duration: secs(args.leader_election_lease_seconds),
@@ -277,6 +295,17 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         clusterctl_inventory: args.clusterctl_inventory,
         apis: args.served_groups.clone(),
         memory_budget: std::sync::Arc::new(release_memory(args.release_memory_mib)),
+        image_mirror: capi_components::mirror::ImageMirror::all(
+            args.image_mirror.as_deref(),
+            &args.image_pull_secrets,
+        )?,
+        image_mirror_config: args
+            .image_mirror_config
+            .as_deref()
+            .map(|c| match c.split_once('/') {
+                Some((ns, name)) => (ns.to_string(), name.to_string()),
+                None => (own_namespace.clone(), c.to_string()),
+            }),
     };
     let metrics_addr = bind_address(&args.metrics_bind_address)?;
     let health_addr = bind_address(&args.health_probe_bind_address)?;

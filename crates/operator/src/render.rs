@@ -116,6 +116,7 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<()> {
     }
     let vars = read_variables(args.variables)?;
     let extras = RenderExtras {
+        mirror: Default::default(),
         additional_manifests: additional,
     };
     let mut rendered = render_with(&provider, &release, |k| vars.get(k).cloned(), &extras)?;

@@ -55,6 +55,10 @@ pub struct Flags {
     /// How long to wait for cert-manager to become ready.
     #[arg(long, default_value = "10m", value_parser = crate::parse_duration)]
     pub cert_manager_timeout: Duration,
+    /// The image mirror for the cert-manager installed (the operator applies its own setting
+    /// to the providers).
+    #[command(flatten)]
+    pub mirror: crate::mirror::MirrorFlags,
 }
 
 /// A cert-manager manifest and where it came from.
@@ -208,13 +212,15 @@ pub fn plan_line(installed: Option<Option<&str>>) -> String {
     }
 }
 
-/// `init`'s step: install cert-manager unless skipped or present, then wait until it is ready.
+/// `init`'s step: install cert-manager unless skipped or present (its images moved by `mirror`),
+/// then wait until it is ready.
 pub async fn ensure(
     cluster: &Cluster,
     flags: &Flags,
     sources: &SourceFlags,
     preloaded: bool,
 ) -> anyhow::Result<()> {
+    let mirror = flags.mirror.mirror()?;
     if flags.skip_cert_manager {
         eprintln!("cert-manager: skipped (--skip-cert-manager)");
         return Ok(());
@@ -232,7 +238,7 @@ pub async fn ensure(
     )
     .await?;
     eprintln!("cert-manager {}: installing from {}", m.version, m.from);
-    let objects = install(cluster, &m).await?;
+    let objects = install(cluster, &m, &mirror).await?;
     wait_ready(cluster, &objects, flags.cert_manager_timeout).await?;
     eprintln!("cert-manager {}: ready", m.version);
     Ok(())
@@ -240,12 +246,25 @@ pub async fn ensure(
 
 /// Applies the manifest: namespaces and CRDs first (waiting until the CRDs are established),
 /// then everything else. Returns the objects applied.
-async fn install(cluster: &Cluster, m: &Manifest) -> anyhow::Result<Vec<Value>> {
-    let objects: Vec<Value> = capi_yaml::parse_documents(&m.text, &capi_yaml::Limits::default())
-        .with_context(|| format!("parsing cert-manager's manifest from {}", m.from))?
-        .into_iter()
-        .filter(|o| o.get("kind").is_some())
-        .collect();
+async fn install(
+    cluster: &Cluster,
+    m: &Manifest,
+    mirror: &capi_components::mirror::ImageMirror,
+) -> anyhow::Result<Vec<Value>> {
+    let mut objects: Vec<Value> =
+        capi_yaml::parse_documents(&m.text, &capi_yaml::Limits::default())
+            .with_context(|| format!("parsing cert-manager's manifest from {}", m.from))?
+            .into_iter()
+            .filter(|o| o.get("kind").is_some())
+            .collect();
+    // clusterctl names cert-manager's images' component "cert-manager" in its images: map.
+    mirror.rewrite_images(&mut objects, capi_components::mirror::CERT_MANAGER);
+    mirror.add_pull_secrets_to(&mut objects);
+    if !mirror.is_empty() {
+        for i in capi_components::pipeline::inspect_images(&objects) {
+            eprintln!("cert-manager: image {i}");
+        }
+    }
     let kind = |o: &Value| {
         o.get("kind")
             .and_then(Value::as_str)

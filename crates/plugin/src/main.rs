@@ -37,6 +37,7 @@ mod examples;
 mod init;
 mod krew;
 mod migrate;
+mod mirror;
 mod output;
 mod preload;
 mod progress;

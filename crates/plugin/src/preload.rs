@@ -30,9 +30,16 @@ pub struct Args {
     /// Apply the ConfigMaps to the cluster (server-side), creating namespaces as needed.
     #[arg(long)]
     apply: bool,
-    /// List the images the releases run (one per line), to mirror them into a private registry.
-    #[arg(long)]
-    images: bool,
+    /// List the images the releases run (one per line), to fill a mirror: `release` (the
+    /// default) as the releases name them, `mirrored` where the mirror setting moves them (what
+    /// the cluster pulls; a provider's own spec.deployment image override is not known here).
+    #[arg(long, value_name = "WHICH", num_args = 0..=1, default_missing_value = "release",
+          value_parser = ["release", "mirrored"])]
+    images: Option<String>,
+    #[command(flatten)]
+    mirror: crate::mirror::MirrorFlags,
+    #[command(flatten)]
+    copy: crate::mirror::CopyFlags,
     /// Also store cert-manager's manifest (this version, clusterctl's default when none is
     /// given) for `init --preloaded`.
     #[arg(long, value_name = "VERSION", num_args = 0..=1, default_missing_value = crate::certmanager::DEFAULT_VERSION)]
@@ -44,8 +51,8 @@ pub struct Args {
 }
 
 /// A unique list keeping the first occurrence's order.
-pub fn unique(items: impl IntoIterator<Item = String>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+pub fn unique<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
     for i in items {
         if !out.contains(&i) {
             out.push(i);
@@ -61,12 +68,18 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
         bail!("name at least one provider (--core, --infrastructure, ...) or --cert-manager");
     }
     let to_stdout = args.output.as_deref().is_some_and(|p| p.as_os_str() == "-");
-    if to_stdout && args.images {
+    let mirror = args.mirror.mirror()?;
+    if (args.copy.copy || args.images.as_deref() == Some("mirrored")) && mirror.images.is_empty() {
+        bail!(
+            "--copy and --images=mirrored need the mirror: --image-mirror or --image-mirror-config"
+        );
+    }
+    if to_stdout && args.images.is_some() {
         bail!(
             "--images prints to standard output: write the ConfigMaps to a file (-o FILE) or --apply them"
         );
     }
-    let write_default = args.output.is_none() && !args.apply && !args.images;
+    let write_default = args.output.is_none() && !args.apply && args.images.is_none();
     let file = args.variables.file()?;
     let mut docs: Vec<Value> = Vec::new();
     let mut namespaces: Vec<String> = Vec::new();
@@ -78,7 +91,12 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
         // decide the namespace and the images listed.
         let objects = release::objects_with(&r, &file, true)?;
         let namespace = release::target_namespace(arg, &objects)?;
-        images.extend(capi_components::pipeline::inspect_images(&objects));
+        let component = arg.provider_type.manifest_label(&arg.name);
+        images.extend(
+            capi_components::pipeline::inspect_images(&objects)
+                .into_iter()
+                .map(|i| (component.clone(), i)),
+        );
         let v = configmap_value(arg.provider_type, &arg.name, &namespace, &r)?;
         eprintln!(
             "{} {} {} from {} -> ConfigMap {namespace}/{}{}",
@@ -101,7 +119,9 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
         docs.push(v);
     }
     if let Some(version) = &args.cert_manager {
-        docs.push(cert_manager_configmap(args, version).await?);
+        let (cm, cert_manager_images) = cert_manager_configmap(args, version).await?;
+        docs.push(cm);
+        images.extend(cert_manager_images);
         namespaces.push(crate::certmanager::NAMESPACE.to_string());
     }
     if (args.output.is_some() || write_default) && !write(args, &namespaces, &docs)? {
@@ -110,16 +130,36 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
     if args.apply {
         apply(cluster_flags, &namespaces, &docs).await?;
     }
-    if args.images {
-        for i in unique(images) {
+    list_or_copy(args, &unique(images), &mirror).await
+}
+
+/// `--images`: the images (component, image) listed as the releases name them or as the mirror
+/// moves them, or copied into the mirror.
+async fn list_or_copy(
+    args: &Args,
+    images: &[(String, String)],
+    mirror: &capi_components::mirror::ImageMirror,
+) -> anyhow::Result<()> {
+    if args.copy.copy {
+        return crate::mirror::copy_all(images, mirror, &args.copy).await;
+    }
+    if let Some(which) = &args.images {
+        let listed = images.iter().map(|(component, i)| match which.as_str() {
+            "mirrored" => mirror.alter(component, i),
+            _ => i.clone(),
+        });
+        for i in unique(listed) {
             say!("{i}");
         }
     }
     Ok(())
 }
 
-/// The ConfigMap of the cert-manager release `version`.
-async fn cert_manager_configmap(args: &Args, version: &str) -> anyhow::Result<Value> {
+/// The ConfigMap of the cert-manager release `version`, and its images (component, image).
+async fn cert_manager_configmap(
+    args: &Args,
+    version: &str,
+) -> anyhow::Result<(Value, Vec<(String, String)>)> {
     let m = crate::certmanager::manifest(
         version,
         args.cert_manager_manifest.as_ref(),
@@ -128,13 +168,18 @@ async fn cert_manager_configmap(args: &Args, version: &str) -> anyhow::Result<Va
     )
     .await?;
     let v = crate::certmanager::configmap(&m)?;
+    let objects = capi_yaml::parse_documents(&m.text, &capi_yaml::Limits::default())?;
+    let images = capi_components::pipeline::inspect_images(&objects)
+        .into_iter()
+        .map(|i| (capi_components::mirror::CERT_MANAGER.to_string(), i))
+        .collect();
     eprintln!(
         "cert-manager {version} from {} -> ConfigMap {}/{}",
         m.from,
         crate::certmanager::NAMESPACE,
         crate::certmanager::configmap_name(version)
     );
-    Ok(v)
+    Ok((v, images))
 }
 
 /// Writes the namespaces and ConfigMaps to `--output` (standard output for `-` or by default);

@@ -7,7 +7,7 @@ use capi_operator_api::AnyProvider;
 use kube::Client;
 
 use super::{
-    apply::Applier, decide::readiness, events, inputs, options::Options, owned::OwnedKinds,
+    apply::Applier, decide::readiness, events, inputs, mirror, options::Options, owned::OwnedKinds,
     world::Index,
 };
 
@@ -34,6 +34,8 @@ pub struct Ctx {
     pub inventory: bool,
     /// Watches of the Secrets and ConfigMaps providers read.
     pub inputs: inputs::InputWatches,
+    /// The operator-wide image mirror setting.
+    pub mirror: Arc<mirror::MirrorSetting>,
 }
 
 /// The owner reference naming a provider (on what it installs that can carry one).

@@ -551,9 +551,11 @@ async fn render_phase<P>(
     vars: &BTreeMap<String, String>,
     paused: bool,
 ) -> Phase<Render> {
+    let mirror = image_mirror(s.ctx)?;
     let additional = read_additional_manifests(s.ctx, s.p).await?;
     let extras = render::RenderExtras {
         additional_manifests: additional,
+        mirror,
     };
     let rendered = match render_off_the_event_loop(s.p, &f.release, vars, extras).await {
         Ok(r) => r,
@@ -819,6 +821,25 @@ async fn read_variables(ctx: &Ctx, p: &AnyProvider) -> Phase<BTreeMap<String, St
                 message,
             ))
         }
+    }
+}
+
+/// The operator-wide image mirror; a malformed setting stops the install before anything is
+/// applied, so what is installed keeps running with the images it has.
+fn image_mirror(ctx: &Ctx) -> Phase<capi_components::mirror::ImageMirror> {
+    match ctx.mirror.current() {
+        Some(Ok(m)) => ControlFlow::Continue(m),
+        Some(Err(message)) => end(problem(
+            PROVIDER_INSTALLED,
+            reason::IMAGE_MIRROR_INVALID,
+            format!("{message}; fix it, and every provider is rendered again"),
+        )),
+        // The controllers start once the ConfigMap is listed; this is only a safeguard.
+        None => end(problem(
+            PROVIDER_INSTALLED,
+            reason::IMAGE_MIRROR_INVALID,
+            "the image mirror ConfigMap has not been read yet",
+        )),
     }
 }
 

@@ -14,6 +14,7 @@ pub mod inputs;
 pub mod install;
 pub mod inventory;
 pub mod labels;
+pub mod mirror;
 pub mod options;
 pub mod owned;
 pub mod reconcile;

@@ -36,6 +36,10 @@ pub struct Options {
     pub apis: Vec<ProviderApi>,
     /// Memory for fetching and rendering releases, shared by every provider.
     pub memory_budget: Arc<budget::Budget>,
+    /// The image mirror given by flags; the watched ConfigMap's setting goes over it.
+    pub image_mirror: capi_components::mirror::ImageMirror,
+    /// The ConfigMap (namespace, name) holding the image mirror setting, watched.
+    pub image_mirror_config: Option<(String, String)>,
 }
 
 impl Default for Options {
@@ -54,6 +58,8 @@ impl Default for Options {
             clusterctl_inventory: true,
             apis: ProviderApi::ALL.to_vec(),
             memory_budget: Arc::default(),
+            image_mirror: capi_components::mirror::ImageMirror::default(),
+            image_mirror_config: None,
         }
     }
 }

@@ -10,7 +10,7 @@ use capi_operator_api::{
     InfrastructureProvider, ProviderApi, ProviderType, RuntimeExtensionProvider, v1alpha2,
 };
 use futures::{Stream, StreamExt, future::join_all};
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client, ResourceExt,
@@ -31,7 +31,7 @@ use super::{
     context::Ctx,
     context::World,
     decide::readiness,
-    events, inputs, inventory,
+    events, inputs, inventory, mirror,
     options::Options,
     owned::{self, OwnedKinds},
     reconcile,
@@ -151,6 +151,10 @@ fn context(
         uncached: std::sync::Mutex::new(BTreeMap::new()),
         inventory,
         inputs: inputs::InputWatches::new(triggers.clone()),
+        mirror: Arc::new(mirror::MirrorSetting::new(
+            opts.image_mirror.clone(),
+            opts.image_mirror_config.clone(),
+        )),
     }
 }
 
@@ -158,6 +162,7 @@ fn context(
 /// and report Ready=False for a moment; wait for them first.
 async fn wait_for_caches(ctx: &Ctx) {
     ctx.world.deployments_listed().await;
+    ctx.mirror.listed().await;
     for k in ctx.world.owned.all() {
         let _ = k.store.wait_until_ready().await;
     }
@@ -420,6 +425,13 @@ async fn watch_installed(
 /// wake the others from its controller's watch.)
 fn watch_inputs(ctx: &Arc<Ctx>, triggers: &Triggers, tasks: &mut Vec<Task>) {
     let wc = watcher::Config::default().any_semantic();
+    if let Some((namespace, name)) = ctx.mirror.config() {
+        // One named object: a field selector keeps the other ConfigMaps of the namespace out.
+        let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), namespace);
+        let events = watcher(api, wc.clone().fields(&format!("metadata.name={name}")));
+        let wake = mirror::wake_all_on_change(ctx.mirror.clone(), ctx.world.index().clone());
+        tasks.push(route(events.default_backoff(), triggers.clone(), wake));
+    }
     // cert-manager installed after a provider that needs it: its CRDs appearing retry the
     // providers waiting for it at once, instead of at the next configuration retry.
     let crds = watcher(

@@ -8,6 +8,7 @@ mod clusterctl;
 mod gitops_health;
 mod go_operator_releases;
 mod hostile;
+mod image_mirror;
 mod inputs;
 mod install_airgapped;
 mod lifecycle;

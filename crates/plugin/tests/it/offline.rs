@@ -663,3 +663,109 @@ fn preload_from_a_private_https_repository() -> TestResult {
     );
     Ok(())
 }
+
+/// `preload --images` lists a release's images as named and where the mirror moves them, and
+/// `--copy` fills the mirror: two local registries, the image of the sample releases moved
+/// into the first, copied into the second per the mirror ConfigMap (an `all` entry and a
+/// per-component one), and read back from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preload_images_lists_and_copies_into_a_mirror() -> TestResult {
+    use capi_operator_api::ProviderType;
+    use capi_release_sources::{
+        ReleaseSource,
+        oci::{OciConfig, OciCredentials, OciReference, OciSource, push_artifact},
+    };
+    let (src, dst) = (
+        capi_test_support::registry::PlainRegistry::start().await?,
+        capi_test_support::registry::PlainRegistry::start().await?,
+    );
+    let image = format!("{}/capi/pause:3.10", src.host);
+    let repo = sample_repository()?;
+    for f in [
+        "cluster-api/v0.1.0/core-components.yaml",
+        "infrastructure-sample/v0.1.0/infrastructure-components.yaml",
+    ] {
+        let path = repo.0.join(f);
+        let text = std::fs::read_to_string(&path)?.replace("registry.k8s.io/pause:3.10", &image);
+        std::fs::write(&path, text)?;
+    }
+    let anon = OciCredentials::anonymous();
+    let files = vec![("pause.txt".to_string(), b"a pause image".to_vec())];
+    let pushed = push_artifact(
+        &OciReference::parse(&format!("http://{image}"))?,
+        &files,
+        &anon,
+        &OciConfig::default(),
+    )
+    .await?;
+    let dir = TempDir::new("capi-plugin-mirror")?;
+    let config = dir.0.join("mirror.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: image-mirror}}\ndata:\n  images: |\n    all: {{repository: {d}/mirror}}\n    cluster-api: {{repository: {d}/core}}\n",
+            d = dst.host
+        ),
+    )?;
+    let base = [
+        "preload",
+        "--repository",
+        &repo.s(),
+        "--core",
+        "cluster-api:v0.1.0",
+        "--infrastructure",
+        "sample:v0.1.0",
+        "-o",
+        "/dev/null",
+        "--image-mirror-config",
+        &config.to_string_lossy(),
+    ]
+    .map(String::from);
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            plugin_ok(None, &args).map_err(|e| e.to_string())
+        })
+    };
+    let listed = run(&["--images"]).await??;
+    assert_eq!(listed.stdout.trim(), image, "{}", listed.all());
+    let mirrored = run(&["--images=mirrored"]).await??;
+    assert_eq!(
+        mirrored.stdout.lines().collect::<Vec<_>>(),
+        [
+            format!("{}/core/pause:3.10", dst.host),
+            format!("{}/mirror/pause:3.10", dst.host)
+        ],
+        "{}",
+        mirrored.all()
+    );
+    let plain = [
+        "--plain-http-registry",
+        &src.host,
+        "--plain-http-registry",
+        &dst.host,
+    ];
+    let copied = run(&[&["--images", "--copy"][..], &plain[..]].concat()).await??;
+    assert_eq!(copied.stdout.lines().count(), 2, "{}", copied.all());
+    for repo in ["core", "mirror"] {
+        let r = OciReference::parse(&format!("http://{}/{repo}/pause:3.10", dst.host))?;
+        let s = OciSource::for_provider(
+            &r,
+            ProviderType::Core,
+            "pause",
+            anon.clone(),
+            OciConfig::default(),
+        )?;
+        assert_eq!(s.fetch_file("3.10", "pause.txt").await?, b"a pause image");
+        assert!(
+            copied
+                .stdout
+                .contains(&format!("{repo}/pause:3.10 {pushed}")),
+            "{}",
+            copied.all()
+        );
+    }
+    Ok(())
+}

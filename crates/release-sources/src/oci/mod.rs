@@ -15,10 +15,12 @@
 //! logs or `Debug` output.
 //!
 //! [`push_artifact`] publishes a release in the same layout; tests seed registries with it and
-//! the kubectl plugin uses it to publish.
+//! the kubectl plugin uses it to publish. [`copy_image`] copies container images (manifests,
+//! indexes and blobs, by digest) into a mirror for the plugin's `preload --images --copy`.
 
 mod auth;
 mod client;
+mod copy;
 mod pull;
 mod push;
 mod reference;
@@ -26,6 +28,7 @@ mod source;
 
 pub use auth::OciCredentials;
 pub use client::OciConfig;
+pub use copy::{CopyEnds, copy_image};
 pub use push::push_artifact;
 pub use reference::OciReference;
 pub use source::OciSource;

@@ -10,7 +10,7 @@ use super::{
     DOCKER_LIST, DOCKER_MANIFEST, DOCKER_SCHEMA1, MANIFEST_ACCEPT, MAX_TAG_PAGES, OCI_INDEX,
     OCI_MANIFEST, SourceError, TITLE_ANNOTATION,
     auth::Access,
-    client::{Call, Registry, origin, sha256_digest},
+    client::{Answer, Call, Registry, origin, sha256_digest},
     invalid,
     reference::parse_digest,
 };
@@ -60,40 +60,7 @@ impl Registry {
         let mut reference = reference.to_string();
         // An index points to manifests, never (usefully) to another index.
         for _ in 0..2 {
-            let what = if reference.starts_with("sha256:") {
-                format!("manifest {reference} of {}", self.name())
-            } else {
-                format!("tag {reference} of {}", self.name())
-            };
-            let answer = self
-                .call(&Call {
-                    method: Method::GET,
-                    url: self.url(&format!("manifests/{reference}"))?,
-                    accept: Some(MANIFEST_ACCEPT),
-                    content_type: None,
-                    body: None,
-                    limit: self.config.max_manifest_bytes,
-                    access: Access::Pull,
-                    what: &what,
-                })
-                .await?;
-            let digest = sha256_digest(&answer.body);
-            if reference.starts_with("sha256:") && reference != digest {
-                return Err(invalid(format!(
-                    "{what}: the registry returned content with digest {digest}"
-                )));
-            }
-            if let Some(announced) = answer
-                .headers
-                .get("docker-content-digest")
-                .and_then(|v| v.to_str().ok())
-                .filter(|d| d.starts_with("sha256:"))
-                && announced != digest
-            {
-                return Err(invalid(format!(
-                    "{what}: content digest {digest} differs from the announced {announced}"
-                )));
-            }
+            let (answer, what) = self.manifest_answer(&reference).await?;
             let json: ManifestJson = serde_json::from_slice(&answer.body)
                 .map_err(|e| invalid(format!("{what}: not a manifest: {e}")))?;
             let header_type = answer
@@ -137,6 +104,50 @@ impl Registry {
             "{reference} of {}: an index points to another index",
             self.name()
         )))
+    }
+
+    /// The answer to a GET of the manifest `reference` (tag or digest), its content checked
+    /// against the digest asked for and the one the registry announces; and what it is, for
+    /// messages.
+    pub(super) async fn manifest_answer(
+        &self,
+        reference: &str,
+    ) -> Result<(Answer, String), SourceError> {
+        let what = if reference.starts_with("sha256:") {
+            format!("manifest {reference} of {}", self.name())
+        } else {
+            format!("tag {reference} of {}", self.name())
+        };
+        let answer = self
+            .call(&Call {
+                method: Method::GET,
+                url: self.url(&format!("manifests/{reference}"))?,
+                accept: Some(MANIFEST_ACCEPT),
+                content_type: None,
+                body: None,
+                limit: self.config.max_manifest_bytes,
+                access: Access::Pull,
+                what: &what,
+            })
+            .await?;
+        let digest = sha256_digest(&answer.body);
+        if reference.starts_with("sha256:") && reference != digest {
+            return Err(invalid(format!(
+                "{what}: the registry returned content with digest {digest}"
+            )));
+        }
+        if let Some(announced) = answer
+            .headers
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .filter(|d| d.starts_with("sha256:"))
+            && announced != digest
+        {
+            return Err(invalid(format!(
+                "{what}: content digest {digest} differs from the announced {announced}"
+            )));
+        }
+        Ok((answer, what))
     }
 
     pub(super) async fn blob(

@@ -18,8 +18,20 @@ impl Registry {
     /// Uploads `data` unless the registry already has it; returns its descriptor fields.
     pub(super) async fn upload_blob(&self, data: &[u8]) -> Result<String, SourceError> {
         let digest = sha256_digest(data);
+        if self.has_blob(&digest).await? {
+            return Ok(digest);
+        }
         let what = format!("blob {digest} of {}", self.name());
-        let exists = self
+        // The upload session is single-use, so a retry starts a new one.
+        self.retrying(&what, || self.upload_once(data, &digest, &what))
+            .await?;
+        Ok(digest)
+    }
+
+    /// Whether the registry holds the blob `digest`.
+    pub(super) async fn has_blob(&self, digest: &str) -> Result<bool, SourceError> {
+        let what = format!("blob {digest} of {}", self.name());
+        let found = self
             .call(&Call {
                 method: Method::HEAD,
                 url: self.url(&format!("blobs/{digest}"))?,
@@ -31,15 +43,11 @@ impl Registry {
                 what: &what,
             })
             .await;
-        match exists {
-            Ok(_) => return Ok(digest),
-            Err(SourceError::NotFound(_)) => {}
-            Err(e) => return Err(e),
+        match found {
+            Ok(_) => Ok(true),
+            Err(SourceError::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
         }
-        // The upload session is single-use, so a retry starts a new one.
-        self.retrying(&what, || self.upload_once(data, &digest, &what))
-            .await?;
-        Ok(digest)
     }
 
     async fn upload_once(&self, data: &[u8], digest: &str, what: &str) -> Result<(), SourceError> {

@@ -4,5 +4,6 @@
 mod github_source;
 mod github_token_hosts;
 mod gitlab_source;
+mod oci_copy;
 mod oci_source;
 mod oci_support;

@@ -98,3 +98,8 @@ or a string "name[:version];..." as `--set infrastructure=docker:v1.12.0` gives)
 {{- end }}
 {{- dict "items" $items | toJson }}
 {{- end }}
+
+{{/* The ConfigMap the operator watches for the image mirror setting. */}}
+{{- define "capi-provider-operator.imageMirrorConfigMap" -}}
+{{- default (printf "%s-image-mirror" .Release.Name) .Values.imageMirror.configMap -}}
+{{- end }}

@@ -263,6 +263,10 @@ impl Process {
             )),
             uncached: std::sync::Mutex::new(BTreeMap::new()),
             inputs: crate::controller::inputs::InputWatches::inactive(),
+            mirror: Arc::new(crate::controller::mirror::MirrorSetting::new(
+                Default::default(),
+                None,
+            )),
         });
         let mut p = Process {
             id,

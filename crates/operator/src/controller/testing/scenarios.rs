@@ -92,6 +92,10 @@ fn ctx_with(
         rechecks,
         uncached: std::sync::Mutex::new(BTreeMap::new()),
         inputs: crate::controller::inputs::InputWatches::inactive(),
+        mirror: Arc::new(crate::controller::mirror::MirrorSetting::new(
+            Default::default(),
+            None,
+        )),
     })
 }
 
