@@ -30,6 +30,10 @@ control-plane: ## Build (or reuse from cache) etcd, kube-apiserver, controller-m
 providers: ## Build (or reuse from cache) the real Cluster API managers and cert-manager the process node runs.
 	@$(SCRIPTS)/build-providers.sh >/dev/null
 
+.PHONY: images
+images: providers ## Package the managers build-providers.sh builds as OCI images, pushed to a local registry's storage under their release names (cached by version; e2e/scripts/images.sh).
+	@$(SCRIPTS)/images.sh >/dev/null
+
 .PHONY: cluster-up
 cluster-up: control-plane ## Start the local control plane in the background; prints the kubeconfig path.
 	@$(SCRIPTS)/cluster-up.sh
