@@ -105,7 +105,7 @@ integration: control-plane providers process-node ## Integration tests against o
 	  $(CARGO) test --workspace --no-fail-fast --test '*'
 
 .PHONY: real-node-check
-real-node-check: control-plane ## The real node (containerd, runc, CNI, kubelet, kube-proxy): a restricted pod reaches the API server through its Service and is reached at its IP; cluster-down leaves nothing behind. Needs root.
+real-node-check: control-plane images ## The real node (containerd, runc, CNI, kubelet, kube-proxy): a restricted pod reaches the API server through its Service and is reached at its IP; release images pull through the registry mirror unchanged, a wrong tag and a private repository without its pull secret fail; cluster-down leaves nothing behind. Needs root.
 	@$(SCRIPTS)/real-node-check.sh
 
 .PHONY: alerts-check
