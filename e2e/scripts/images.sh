@@ -11,7 +11,8 @@
 # private repository PRIVATE_REF of the pull-secret test.
 #
 # Cached by version: an image is pushed again only when its binary (or the two tools) changed; a
-# warm run starts no registry. Prints the storage directory (public/ and private/ in it).
+# warm run starts no registry. Prints the storage directory (public/ and private/ in it);
+# `images.sh --refs` prints the image references instead, building nothing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -24,7 +25,7 @@ store="$cache/images"
 PRIVATE_REF=registry.capi-provider-operator.local/private/cluster-api-controller
 log() { echo "images: $*" >&2; }
 
-"$here/build-providers.sh" >/dev/null
+[[ "${1:-}" == --refs ]] || "$here/build-providers.sh" >/dev/null
 tools=$(cat "$here/oci-image.py" "$here/oci-push.py" | sha256sum | cut -c1-16)
 
 # "REF BINARY DEST": the image each release manifest names, the binary in it, and where.
@@ -44,6 +45,8 @@ specs() {
   op=$(sed -n 's/^GO_OPERATOR_VERSION=//p' "$here/build-providers.sh")
   echo "registry.k8s.io/capi-operator/cluster-api-operator:$op $providers/cluster-api-operator-$op/cluster-api-operator /manager"
 }
+
+if [[ "${1:-}" == --refs ]]; then specs | cut -d' ' -f1; exit 0; fi
 
 # The stamp of an image: its binary's size and time and the tools' hash.
 stamp_file() { echo "$store/stamps/$(tr '/:' '__' <<<"$1")"; }

@@ -106,6 +106,14 @@ images_check() {
   # (By digest alone: containerd names the one image by any reference pulled with that digest.)
   [[ "${got##*@}" == "$pushed" ]] || fail "pod release runs $got, not the pushed ${core%:*}@$pushed"
   log "$core pulled through the mirror ($pushed) and ran"
+  # Every release image make images pushed, at the path the mirror asks for it.
+  local ref n=0
+  for ref in $("$here/images.sh" --refs); do
+    n=$((n + 1))
+    curl -sf -o /dev/null --cacert "$dir/registry/tls.crt" -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+      "https://$REAL_NODE_REGISTRY/v2/${ref%:*}/manifests/${ref##*:}" || fail "the mirror does not serve $ref"
+  done
+  log "the mirror serves all $n release images"
   pull_fails wrong-tag "not found"
   pull_fails no-secret "401 Unauthorized"
   help_pod with-secret "$private" private-pull | "${kubectl[@]}" apply -f - >/dev/null
