@@ -93,6 +93,7 @@ images_check() {
   [[ -n "${REAL_NODE_REGISTRY:-}" ]] || fail "the node has no registry: run make images first"
   local core=registry.k8s.io/cluster-api/cluster-api-controller:v1.12.0
   local private="$REAL_NODE_PRIVATE_HOST/private/cluster-api-controller:v1.12.0" cache pushed got
+  local t0=${EPOCHREALTIME/./}
   "${kubectl[@]}" create secret docker-registry private-pull --docker-server="$REAL_NODE_PRIVATE_HOST" \
     --docker-username=pull --docker-password="$(cat "$dir/registry/private-password")" >/dev/null
   # The private image is pulled with the secret only after the pull without it failed: an image
@@ -119,6 +120,7 @@ images_check() {
   help_pod with-secret "$private" private-pull | "${kubectl[@]}" apply -f - >/dev/null
   ran with-secret
   log "$private pulled with its imagePullSecrets and ran"
+  log "images checked in $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms"
 }
 
 cleanup() { "$here/cluster-down.sh" --dir "$dir" >/dev/null 2>&1 || true; }
