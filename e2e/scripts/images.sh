@@ -52,6 +52,12 @@ if [[ "${1:-}" == --refs ]]; then specs | cut -d' ' -f1; exit 0; fi
 stamp_file() { echo "$store/stamps/$(tr '/:' '__' <<<"$1")"; }
 stamp_of() { echo "$(stat -c '%s %Y' "$1") $tools"; }
 
+# Other tools write other blobs: the storage starts anew rather than keep the old ones as garbage.
+if [[ "$(cat "$store/tools" 2>/dev/null)" != "$tools" ]]; then
+  rm -rf "$store/public" "$store/private" "$store/stamps"
+  mkdir -p "$store"
+  echo "$tools" >"$store/tools"
+fi
 todo=()
 while read -r ref bin dest; do
   [[ "$(cat "$(stamp_file "$ref")" 2>/dev/null)" == "$(stamp_of "$bin")" ]] && continue
