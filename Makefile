@@ -30,6 +30,10 @@ control-plane: ## Build (or reuse from cache) etcd, kube-apiserver, controller-m
 providers: ## Build (or reuse from cache) the real Cluster API managers and cert-manager the process node runs.
 	@$(SCRIPTS)/build-providers.sh >/dev/null
 
+.PHONY: images
+images: providers ## Package the managers build-providers.sh builds as OCI images, pushed to a local registry's storage under their release names (cached by version; e2e/scripts/images.sh).
+	@$(SCRIPTS)/images.sh >/dev/null
+
 .PHONY: cluster-up
 cluster-up: control-plane ## Start the local control plane in the background; prints the kubeconfig path.
 	@$(SCRIPTS)/cluster-up.sh
@@ -101,7 +105,7 @@ integration: control-plane providers process-node ## Integration tests against o
 	  $(CARGO) test --workspace --no-fail-fast --test '*'
 
 .PHONY: real-node-check
-real-node-check: control-plane ## The real node (containerd, runc, CNI, kubelet, kube-proxy): a restricted pod reaches the API server through its Service and is reached at its IP; cluster-down leaves nothing behind. Needs root.
+real-node-check: control-plane images ## The real node (containerd, runc, CNI, kubelet, kube-proxy): a restricted pod reaches the API server through its Service and is reached at its IP; release images pull through the registry mirror unchanged, a wrong tag and a private repository without its pull secret fail; cluster-down leaves nothing behind. Needs root.
 	@$(SCRIPTS)/real-node-check.sh
 
 .PHONY: alerts-check

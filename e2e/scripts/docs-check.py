@@ -112,6 +112,7 @@ INLINE = {
     "kubectl wait": ("name", "named as a tool that waits on conditions; the blocks run kubectl wait"),
     "kubectl get --watch": ("name", "named as how the benchmarks time both sides; e2e/bench/common.py (Watch) runs it"),
     "make providers": ("run", None),
+    "make images": ("run", None),
     "make integration": ("covered", "a step of make test"),
     "make real-node-check": ("covered", "a step of make test"),
     "kubectl logs": ("name", "named as what the process node does not serve (its log files are read instead) and the real node does; e2e/scripts/real-node-check.sh reads a pod's output with it"),

@@ -54,10 +54,12 @@ def main():
     p.add_argument("--file", action="append", required=True, metavar="SRC:DEST")
     p.add_argument("--entrypoint", required=True)
     p.add_argument("--user", default="")
+    p.add_argument("--gzip-level", type=int, default=9,
+                   help="1 for the large manager binaries: a third of the time of 9 for a few per cent more bytes")
     p.add_argument("out")
     a = p.parse_args()
     raw = layer_tar([f.split(":", 1) for f in a.file])
-    gz = gzip.compress(raw, mtime=0)
+    gz = gzip.compress(raw, compresslevel=a.gzip_level, mtime=0)
     config = json.dumps({
         "architecture": ARCH, "os": "linux",
         "config": {"Entrypoint": [a.entrypoint], "User": a.user, "WorkingDir": "/"},

@@ -49,6 +49,80 @@ ours() {
     || true
 }
 
+# A pod of IMAGE on the node running `--help` (every manager prints its flags and exits), with
+# the pull secret SECRET if given.
+help_pod() { # name image [secret]
+  local secrets="[]"
+  [[ -n "${3:-}" ]] && secrets="[{name: $3}]"
+  cat <<YAML
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default}
+spec:
+  restartPolicy: Never
+  imagePullSecrets: $secrets
+  nodeSelector: {capi-provider-operator.dev/real-node: "true"}
+  tolerations: [{key: capi-provider-operator.dev/real-node, operator: Exists, effect: NoSchedule}]
+  containers: [{name: manager, image: "$2", args: [--help], resources: {limits: {memory: 64Mi}}}]
+YAML
+}
+# The pod ran the image's manager to its end: its --help output.
+ran() { # pod
+  "${kubectl[@]}" wait --for=jsonpath='{.status.phase}'=Succeeded "pod/$1" --timeout=60s >/dev/null \
+    || { "${kubectl[@]}" describe pod "$1" >&2; fail "pod $1 did not run its image to the end"; }
+  [[ "$("${kubectl[@]}" logs "$1" | head -1)" == "Usage of /manager:" ]] || fail "pod $1 did not run the manager"
+}
+# The pod's pull failed as it fails for users, the kubelet's Failed event saying WANT.
+pull_fails() { # pod want
+  local reason msg
+  for _ in $(seq 1 600); do
+    reason=$("${kubectl[@]}" get pod "$1" -o 'jsonpath={.status.containerStatuses[0].state.waiting.reason}')
+    [[ "$reason" == ErrImagePull || "$reason" == ImagePullBackOff ]] && break
+    sleep 0.1
+  done
+  [[ "$reason" == ErrImagePull || "$reason" == ImagePullBackOff ]] || fail "pod $1 is waiting for '$reason', not a pull"
+  msg=$("${kubectl[@]}" get events --field-selector "involvedObject.name=$1,reason=Failed" -o 'jsonpath={.items[*].message}')
+  [[ "$msg" == *"$2"* ]] || fail "pod $1's pull failed for another reason than '$2': $msg"
+  log "pod $1: $reason ($2)"
+}
+# The images of `make images` through containerd's mirror configuration: an unchanged release
+# reference runs the image that was pushed (its digest), a wrong tag and a private repository
+# without its pull secret fail to pull, the private one with the secret runs.
+images_check() {
+  [[ -n "${REAL_NODE_REGISTRY:-}" ]] || fail "the node has no registry: run make images first"
+  local core=registry.k8s.io/cluster-api/cluster-api-controller:v1.12.0
+  local private="$REAL_NODE_PRIVATE_HOST/private/cluster-api-controller:v1.12.0" cache pushed got
+  local t0=${EPOCHREALTIME/./}
+  "${kubectl[@]}" create secret docker-registry private-pull --docker-server="$REAL_NODE_PRIVATE_HOST" \
+    --docker-username=pull --docker-password="$(cat "$dir/registry/private-password")" >/dev/null
+  # The private image is pulled with the secret only after the pull without it failed: an image
+  # present on the node runs for any pod (IfNotPresent), whatever its secrets.
+  { help_pod release "$core"; help_pod wrong-tag "${core%:*}:v0.0.0-missing"; help_pod no-secret "$private"; } \
+    | "${kubectl[@]}" apply -f - >/dev/null
+  ran release
+  cache=${CAPI_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-provider-operator}
+  pushed=$(cat "$cache/images/public/docker/registry/v2/repositories/${core%:*}/_manifests/tags/v1.12.0/current/link")
+  got=$("${kubectl[@]}" get pod release -o 'jsonpath={.status.containerStatuses[0].imageID}')
+  # (By digest alone: containerd names the one image by any reference pulled with that digest.)
+  [[ "${got##*@}" == "$pushed" ]] || fail "pod release runs $got, not the pushed ${core%:*}@$pushed"
+  log "$core pulled through the mirror ($pushed) and ran"
+  # Every release image make images pushed, at the path the mirror asks for it.
+  local ref n=0
+  for ref in $("$here/images.sh" --refs); do
+    n=$((n + 1))
+    curl -sf -o /dev/null --cacert "$dir/registry/tls.crt" -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+      "https://$REAL_NODE_REGISTRY/v2/${ref%:*}/manifests/${ref##*:}" || fail "the mirror does not serve $ref"
+  done
+  log "the mirror serves all $n release images"
+  pull_fails wrong-tag "not found"
+  pull_fails no-secret "401 Unauthorized"
+  help_pod with-secret "$private" private-pull | "${kubectl[@]}" apply -f - >/dev/null
+  ran with-secret
+  log "$private pulled with its imagePullSecrets and ran"
+  log "images checked in $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms"
+}
+
 cleanup() { "$here/cluster-down.sh" --dir "$dir" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 before=$(snapshot)
@@ -130,6 +204,8 @@ YAML
 [[ "$denied" == *'admission webhook "probe.real-node.check" denied the request: probe webhook: denied'* ]] \
   || fail "the API server did not reach the webhook at the pod's IP: $denied"
 log "the API server called the pod's webhook through its Service"
+images_check
+
 
 # While it runs: the node's parts are where the checks below look for them, so they can fail.
 # (Taken whole before filtering: ps would see the filter's own command line.)

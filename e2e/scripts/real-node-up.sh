@@ -107,6 +107,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$node/cni"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$node/certs.d"
 TOML
   local p=${REAL_NODE_POD_CIDR%.0/25}
   cat >"$node/cni/10-bridge.conflist" <<CNI
@@ -173,11 +175,54 @@ images() {
   done
 }
 
+# The images `make images` stored, served on the host end of the node's veth by two read-only
+# registries over TLS: the release images anonymously on :5443, the private repository with basic
+# authentication on :5444 (user `pull`, password in DIR/registry/private-password). containerd's
+# hosts.toml for each upstream host sends its pulls to that host's path in the storage and nowhere
+# else, so release manifests run unchanged and a missing image fails as it does for users.
+MIRRORED="registry.k8s.io quay.io gcr.io ghcr.io docker.io"
+PRIVATE_HOST=registry.capi-provider-operator.local
+registries() {
+  local cache=${CAPI_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-provider-operator}
+  local store reg="$dir/registry" h url
+  store="$cache/images"
+  mkdir -p "$node/certs.d"
+  [[ -d "$store/public" ]] || { log "no images stored (make images): pulls have no registry"; return 0; }
+  # shellcheck source=registry.sh
+  source "$here/registry.sh"
+  registry_cert "$reg" "$REAL_NODE_HOST_IP"
+  head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$reg/private-password"
+  registry_htpasswd "$reg/htpasswd" pull "$(cat "$reg/private-password")"
+  registry_start "$dir/registry-public.pid" "$store/public" "$REAL_NODE_HOST_IP:5443" "$reg" - ro
+  registry_start "$dir/registry-private.pid" "$store/private" "$REAL_NODE_HOST_IP:5444" "$reg" "$reg/htpasswd" ro
+  for h in $MIRRORED $PRIVATE_HOST; do
+    mkdir -p "$node/certs.d/$h"
+    url="https://$REAL_NODE_HOST_IP:$([[ $h == "$PRIVATE_HOST" ]] && echo 5444 || echo 5443)/v2/$h"
+    # containerd 1.6 wants a [host] table ("invalid `host` tree" without); `server` is the same
+    # registry, so that no pull falls back to the upstream host.
+    cat >"$node/certs.d/$h/hosts.toml" <<TOML
+server = "$url"
+override_path = true
+ca = "$reg/tls.crt"
+[host."$url"]
+  capabilities = ["pull", "resolve"]
+  override_path = true
+  ca = "$reg/tls.crt"
+TOML
+  done
+  cat >>"$dir/ports.env" <<ENV
+REAL_NODE_REGISTRY=$REAL_NODE_HOST_IP:5443
+REAL_NODE_PRIVATE_REGISTRY=$REAL_NODE_HOST_IP:5444
+REAL_NODE_PRIVATE_HOST=$PRIVATE_HOST
+ENV
+}
+
 start() {
   local kubectl=${1:?kubectl} bins i ready t0=${EPOCHREALTIME/./}
   bins=$("$here/build.sh" --node)
   configs
   images "$bins"
+  registries
   local h
   for h in /sys/fs/cgroup/*/; do [[ -e "$h/cgroup.procs" ]] && mkdir -p "$h$ns"; done
   # The `kubernetes` Service's endpoint: the API server at the host end of the node's veth.

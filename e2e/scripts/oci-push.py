@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Pushes the image of an OCI archive (oci-image.py's output) to a registry over HTTPS.
+
+    oci-push.py --registry HOST:PORT --ca CA.crt --user USER:PASSWORD ARCHIVE REPOSITORY:TAG
+
+The distribution API's three steps, with basic authentication: each blob not yet in the
+repository is uploaded (POST for an upload location, PUT with its digest), then the manifest is
+PUT under the tag. Prints the manifest's digest. Python's standard library is all it takes, as for
+oci-image.py: crane (go-containerregistry) would be a Go build of minutes and a cached binary for
+these few requests.
+"""
+import argparse
+import base64
+import json
+import ssl
+import sys
+import tarfile
+import urllib.error
+import urllib.parse
+import urllib.request
+
+
+class Registry:
+    """A registry at https://HOST, with basic authentication and a private CA."""
+
+    def __init__(self, host, ca, user):
+        self.base = f"https://{host}"
+        self.ctx = ssl.create_default_context(cafile=ca)
+        self.auth = "Basic " + base64.b64encode(user.encode()).decode()
+
+    def request(self, method, url, data=None, headers=None):
+        url = url if url.startswith("https://") else self.base + url
+        req = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Authorization": self.auth, **(headers or {})})
+        try:
+            with urllib.request.urlopen(req, context=self.ctx) as resp:
+                return resp.status, resp.headers
+        except urllib.error.HTTPError as e:
+            if method == "HEAD" and e.code == 404:
+                return 404, e.headers
+            raise SystemExit(f"oci-push: {method} {url}: {e.code} {e.read()[:300]!r}") from None
+
+    def put_blob(self, repo, digest, blob):
+        if self.request("HEAD", f"/v2/{repo}/blobs/{digest}")[0] == 200:
+            return
+        _, headers = self.request("POST", f"/v2/{repo}/blobs/uploads/", b"")
+        location = urllib.parse.urljoin(self.base + "/", headers["Location"])
+        sep = "&" if "?" in location else "?"
+        self.request("PUT", f"{location}{sep}digest={urllib.parse.quote(digest)}", blob,
+                     {"Content-Type": "application/octet-stream"})
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--registry", required=True, help="HOST:PORT")
+    p.add_argument("--ca", required=True, help="the CA certificate the registry's is signed by")
+    p.add_argument("--user", required=True, help="USER:PASSWORD")
+    p.add_argument("archive")
+    p.add_argument("ref", help="REPOSITORY:TAG in that registry")
+    a = p.parse_args()
+    repo, tag = a.ref.rsplit(":", 1)
+    reg = Registry(a.registry, a.ca, a.user)
+    with tarfile.open(a.archive) as tar:
+        def blob(digest):
+            member = tar.extractfile("blobs/sha256/" + digest.split(":", 1)[1])
+            if member is None:
+                raise SystemExit(f"oci-push: {a.archive} lacks blob {digest}")
+            return member.read()
+
+        index_file = tar.extractfile("index.json")
+        if index_file is None:
+            raise SystemExit(f"oci-push: {a.archive} has no index.json")
+        entry = json.load(index_file)["manifests"][0]
+        manifest = blob(entry["digest"])
+        parsed = json.loads(manifest)
+        for d in [parsed["config"], *parsed["layers"]]:
+            reg.put_blob(repo, d["digest"], blob(d["digest"]))
+    reg.request("PUT", f"/v2/{repo}/manifests/{tag}", manifest, {"Content-Type": entry["mediaType"]})
+    print(entry["digest"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
