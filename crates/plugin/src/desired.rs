@@ -49,6 +49,10 @@ pub struct Target {
     pub clusterctl_inventory: bool,
     #[command(flatten)]
     pub source: SourceFlags,
+    /// The operator's image mirror setting (its own flags), for a render or diff of what it
+    /// applies with that setting.
+    #[command(flatten)]
+    pub mirror: crate::mirror::MirrorFlags,
 }
 
 /// A provider object from a file: its first document that is one.
@@ -164,6 +168,7 @@ pub async fn render(
     let release = located.fetch(version).await?;
     let extras = RenderExtras {
         additional_manifests: additional(cluster, p).await?,
+        mirror: target.mirror.mirror()?,
     };
     let rendered = render_with(p, &release, |k| vars.get(k).cloned(), &extras)
         .with_context(|| format!("rendering {} {}", describe(p), release.version))?;
