@@ -585,9 +585,10 @@ async fn render_phase<P>(
         Pause::Running
     };
     let mut objects = rendered.objects;
-    // Before finalizing: a paused provider applies only its Deployments, whose hash still
-    // covers the Secrets and ConfigMaps they read.
-    let rolled = stamp_config_hash(s.ctx, s.p, &mut objects);
+    // Before finalizing, which keeps only the Deployments of a paused provider. Paused, the
+    // running hash is kept as for an opt-out: nothing else changes while paused, and at
+    // unpause a Deployment whose content changed meanwhile rolls, with its event.
+    let rolled = stamp_config_hash(s.ctx, s.p, &mut objects, rotation::enabled(s.p) && !paused);
     finalize(&mut objects, s.p, pause);
     let entry = s
         .ctx
@@ -603,8 +604,13 @@ async fn render_phase<P>(
 }
 
 /// Stamps the provider's Deployments with the hash of the rendered content they read (see
-/// [`rotation`]), given what the running ones carry.
-fn stamp_config_hash(ctx: &Ctx, p: &AnyProvider, objects: &mut [Value]) -> Vec<rotation::Rolled> {
+/// [`rotation`]), given what the running ones carry; `enabled` false keeps what runs.
+fn stamp_config_hash(
+    ctx: &Ctx,
+    p: &AnyProvider,
+    objects: &mut [Value],
+    enabled: bool,
+) -> Vec<rotation::Rolled> {
     let running: BTreeMap<(String, String), rotation::Live> = ctx
         .world
         .deployments_of(p)
@@ -619,7 +625,7 @@ fn stamp_config_hash(ctx: &Ctx, p: &AnyProvider, objects: &mut [Value]) -> Vec<r
             ((d.namespace().unwrap_or_default(), d.name_any()), live)
         })
         .collect();
-    rotation::stamp(objects, rotation::enabled(p), |ns, name| {
+    rotation::stamp(objects, enabled, |ns, name| {
         running.get(&(ns.to_string(), name.to_string())).cloned()
     })
 }
