@@ -152,6 +152,10 @@ pub mod reason {
     /// Objects changed or deleted outside the operator were written back as declared (an
     /// event naming them and who changed them).
     pub const DRIFT_REPAIRED: &str = "DriftRepaired";
+    /// Deployments of the provider were rolled because a rendered Secret or ConfigMap they
+    /// read changed, e.g. rotated credentials in the variables Secret (an event naming the
+    /// Deployments and the objects, never their content).
+    pub const CONFIG_CHANGE_ROLLED: &str = "ConfigChangeRolled";
     /// clusterctl's inventory entry of the provider could not be written (an event).
     pub const INVENTORY_NOT_WRITTEN: &str = "ClusterctlInventoryNotWritten";
     /// The provider was changed outside the operator (clusterctl's inventory named another

@@ -39,6 +39,18 @@ pub const ORIGINAL_REPLICAS_ANNOTATION: &str =
 /// A label, not an annotation: a Deployment's generation moves with its annotations (they are
 /// copied to its ReplicaSets), and adopting installed providers must not move it.
 pub const APPLIED_HASH_LABEL: &str = "management.cluster.x-k8s.io/applied-hash";
+/// Pod-template annotation on a provider's Deployments: a hash of the content of the rendered
+/// Secrets and ConfigMaps the Deployment reads, so that a change (a rotated credential) rolls
+/// its pods. Never the content itself.
+pub const CONFIG_HASH_ANNOTATION: &str = "management.cluster.x-k8s.io/config-hash";
+/// Label on a provider's Deployments holding the same hash as [`CONFIG_HASH_ANNOTATION`]: the
+/// baseline of a Deployment that runs without the annotation (installed before it existed, or
+/// adopted), which gets it, and rolls, only when the content changes from that baseline.
+pub const CONFIG_HASH_BASELINE_LABEL: &str = "management.cluster.x-k8s.io/config-hash";
+/// Annotation on a provider object: `"false"` turns off rolling its Deployments when the
+/// rendered Secrets and ConfigMaps they read change (on by default).
+pub const ROLLOUT_ON_CONFIG_CHANGE_ANNOTATION: &str =
+    "management.cluster.x-k8s.io/rollout-on-config-change";
 /// Label naming the kind of the provider that installed an object.
 pub const OWNER_KIND_LABEL: &str = "management.cluster.x-k8s.io/owner-kind";
 /// Label naming the provider that installed an object.

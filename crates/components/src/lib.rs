@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod privileged;
 pub mod release;
 pub mod render;
+pub mod rotation;
 pub mod unresolved;
 pub mod upgrade;
 pub mod variables;

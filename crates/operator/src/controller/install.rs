@@ -11,10 +11,11 @@ use capi_components::{
     before_apply::{Pause, finalize},
     contract::{self as release_contract, Severity},
     metadata::Metadata,
-    render,
+    render, rotation,
 };
 use capi_operator_api::{
-    AnyProvider, ORIGINAL_REPLICAS_ANNOTATION, ProviderStatus, ProviderType,
+    AnyProvider, CONFIG_HASH_ANNOTATION, CONFIG_HASH_BASELINE_LABEL, ORIGINAL_REPLICAS_ANNOTATION,
+    ProviderStatus, ProviderType, ROLLOUT_ON_CONFIG_CHANGE_ANNOTATION,
     conditions::{
         CONTRACT_VERIFIED, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, PROVIDER_UPGRADED,
         READY,
@@ -120,9 +121,11 @@ async fn run<P: ProviderKind>(s: &mut State<'_, P>) -> Phase {
     let rendered = render_phase(s, &fetched, &vars, pause.is_some())
         .instrument(debug_span!("phase", name = "render"))
         .await?;
+    let rolled = rollout_note(s.ctx, &rendered);
     let applied = apply_phase(s, &rendered.objects)
         .instrument(debug_span!("phase", name = "apply"))
         .await?;
+    s.notes.extend(rolled);
     let changes_version = upgrading(s.status, &fetched.version);
     if let Some(entry) = &rendered.entry {
         record_in_inventory(s, entry, &fetched.version, changes_version)
@@ -522,6 +525,8 @@ struct Render {
     verified: Desired,
     /// clusterctl's inventory entry (when the operator keeps the inventory).
     entry: Option<Value>,
+    /// Deployments rolled because content they read changed.
+    rolled: Vec<rotation::Rolled>,
 }
 
 /// Renders on a blocking thread: a large release takes long enough (a quarter of a second for
@@ -585,6 +590,10 @@ async fn render_phase<P>(
         Pause::Running
     };
     let mut objects = rendered.objects;
+    // Before finalizing, which keeps only the Deployments of a paused provider. Paused, the
+    // running hash is kept as for an opt-out: nothing else changes while paused, and at
+    // unpause a Deployment whose content changed meanwhile rolls, with its event.
+    let rolled = stamp_config_hash(s.ctx, s.p, &mut objects, rotation::enabled(s.p) && !paused);
     finalize(&mut objects, s.p, pause);
     let entry = s
         .ctx
@@ -595,6 +604,85 @@ async fn render_phase<P>(
         count,
         verified,
         entry,
+        rolled,
+    })
+}
+
+/// Stamps the provider's Deployments with the hash of the rendered content they read (see
+/// [`rotation`]), given what the running ones carry; `enabled` false keeps what runs.
+fn stamp_config_hash(
+    ctx: &Ctx,
+    p: &AnyProvider,
+    objects: &mut [Value],
+    enabled: bool,
+) -> Vec<rotation::Rolled> {
+    let running: BTreeMap<(String, String), rotation::Live> = ctx
+        .world
+        .deployments_of(p)
+        .iter()
+        .map(|d| {
+            let template = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
+            let live = rotation::Live {
+                template: template
+                    .and_then(|m| m.annotations.as_ref()?.get(CONFIG_HASH_ANNOTATION).cloned()),
+                baseline: d.labels().get(CONFIG_HASH_BASELINE_LABEL).cloned(),
+            };
+            ((d.namespace().unwrap_or_default(), d.name_any()), live)
+        })
+        .collect();
+    rotation::stamp(objects, enabled, |ns, name| {
+        running.get(&(ns.to_string(), name.to_string())).cloned()
+    })
+}
+
+/// The event of the Deployments that roll because content they read changed, naming the
+/// objects that changed (never their content). Asked before applying: the applier then
+/// remembers the new objects as applied, and a Deployment it applied already (the index not
+/// showing it yet) is not announced twice.
+fn rollout_note(ctx: &Ctx, r: &Render) -> Option<Note> {
+    let pending = |kind: &str, ns: &str, name: &str| {
+        r.objects
+            .iter()
+            .find(|o| {
+                o["kind"] == kind
+                    && o["metadata"]["namespace"] == ns
+                    && o["metadata"]["name"] == name
+            })
+            .and_then(|o| Some((o, key_of(o).ok()?)))
+            .is_some_and(|(o, key)| ctx.applier.needs_apply(o, ctx.world.live(&key).as_ref()))
+    };
+    let items: Vec<String> = r
+        .rolled
+        .iter()
+        .filter(|d| pending("Deployment", &d.namespace, &d.name))
+        .map(|d| {
+            let changed: Vec<String> = d
+                .sources
+                .iter()
+                .filter(|src| pending(src.kind.as_str(), &src.namespace, &src.name))
+                .map(ToString::to_string)
+                .collect();
+            let changed = if changed.is_empty() {
+                d.sources.iter().map(ToString::to_string).collect()
+            } else {
+                changed
+            };
+            format!(
+                "Deployment {}/{} ({} changed)",
+                d.namespace,
+                d.name,
+                changed.join(", ")
+            )
+        })
+        .collect();
+    (!items.is_empty()).then(|| {
+        let note = list_note(
+            "rolled so that the managers read the new content: ",
+            &items,
+            "; ",
+            &format!(" (opt out: annotation {ROLLOUT_ON_CONFIG_CHANGE_ANNOTATION}: \"false\")"),
+        );
+        Note::normal(reason::CONFIG_CHANGE_ROLLED, note)
     })
 }
 

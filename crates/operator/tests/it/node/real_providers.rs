@@ -15,9 +15,13 @@ use support::{real::*, *};
 
 const T: Duration = Duration::from_secs(300);
 
+/// The area of these tests (their cluster, with cert-manager and the providers installed), which
+/// `credential_rotation` shares rather than installing them all again.
+pub(super) const AREA: &str = module_path!();
+
 /// The cluster with cert-manager, the v1.12.0 releases and the three providers installed and
 /// Ready, and the operator that installed them.
-async fn installed(
+pub(super) async fn installed(
     parts: &RealParts,
 ) -> Result<
     (
@@ -55,7 +59,7 @@ async fn real_managers_become_ready_and_their_webhooks_answer() -> TestResult {
     let Some(parts) = real_parts(test) else {
         return Ok(());
     };
-    let _serial = capi_test_support::isolated(module_path!()).await;
+    let _serial = capi_test_support::isolated(AREA).await;
     let (cluster, client, operator) = installed(&parts).await?;
     let log = |e: String| -> Box<dyn std::error::Error> {
         format!("{e}\n--- operator log ---\n{}", operator.logs()).into()
@@ -173,7 +177,7 @@ async fn a_crash_looping_manager_is_never_ready() -> TestResult {
     let Some(parts) = real_parts(test) else {
         return Ok(());
     };
-    let _serial = capi_test_support::isolated(module_path!()).await;
+    let _serial = capi_test_support::isolated(AREA).await;
     let (cluster, client, operator) = installed(&parts).await?;
     let log = |e: Box<dyn std::error::Error>| -> Box<dyn std::error::Error> {
         format!("{e}\n--- operator log ---\n{}", operator.logs()).into()
@@ -269,7 +273,7 @@ async fn every_manager_field_has_its_real_effect_or_is_reported() -> TestResult 
     let Some(parts) = real_parts(test) else {
         return Ok(());
     };
-    let _serial = capi_test_support::isolated(module_path!()).await;
+    let _serial = capi_test_support::isolated(AREA).await;
     let (cluster, client, operator) = installed(&parts).await?;
     let log = |e: Box<dyn std::error::Error>| -> Box<dyn std::error::Error> {
         format!("{e}\n--- operator log ---\n{}", operator.logs()).into()
