@@ -156,7 +156,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Describe(args) => describe::run(&args).await,
+        Command::Describe(args) => describe::run(&args, &cli.cluster).await,
         Command::Completion { shell } => {
             print_completion(shell);
             Ok(())

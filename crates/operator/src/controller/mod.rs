@@ -16,6 +16,7 @@ pub mod inventory;
 pub mod labels;
 pub mod options;
 pub mod owned;
+pub mod purge;
 pub mod reconcile;
 pub mod report;
 pub mod runtime;
