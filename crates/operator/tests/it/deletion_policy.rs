@@ -23,7 +23,8 @@ use support::*;
 
 const T: Duration = Duration::from_secs(90);
 const NS: &str = "dp-core";
-const TARGET: &str = "sample-core-system";
+// The components go to the provider object's namespace, as clusterctl's target namespace.
+const TARGET: &str = NS;
 const DEPLOYMENT: &str = "sample-core-controller-manager";
 const CRD: &str = "samplewidgets.core.sample.capi-operator.example";
 const CORE: (&str, &str, &str) = ("CoreProvider", NS, "cluster-api");
