@@ -105,6 +105,14 @@ pub mod reason {
     pub const PRIVILEGED_OBJECTS: &str = "PrivilegedObjects";
     /// Deletion waits for other providers or custom resources.
     pub const DELETION_BLOCKED: &str = "DeletionBlocked";
+    /// deletionPolicy Purge waits: the provider's namespace holds objects the provider did not
+    /// install (the message names them); its CRDs and namespace are removed once they are gone.
+    pub const PURGE_BLOCKED: &str = "PurgeBlocked";
+    /// deletionPolicy Orphan: the provider object went and everything it installed was left
+    /// running, for a later provider object of the same kind, namespace and name (an event).
+    pub const ORPHANED: &str = "Orphaned";
+    /// deletionPolicy Purge: the provider's CRDs and namespace were removed with it (an event).
+    pub const PURGED: &str = "Purged";
     /// The spec is reached (Reconciling False).
     pub const RECONCILED: &str = "Reconciled";
     /// Nothing stops progress (Stalled False).

@@ -173,6 +173,7 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
             { "name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status", "description": "Whether the provider's controllers are available" },
             { "name": "Summary", "type": "string", "jsonPath": ".status.summary", "description": "Why the provider is not where its spec says (the Stalled or Reconciling reason, the version wanted and the one installed); empty once the spec is reached" },
             { "name": "Paused", "type": "boolean", "jsonPath": ".spec.paused", "description": "Whether the provider is paused" },
+            { "name": "Deletion", "type": "string", "jsonPath": ".spec.deletionPolicy", "description": "What deleting the object does with what the provider installed: Block (when empty), Orphan or Purge" },
             { "name": "Contract", "type": "string", "jsonPath": ".status.contract", "priority": 1, "description": "Cluster API contract of the installed release" },
             { "name": "Reason", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason", "priority": 1, "description": "Reason of the Ready condition" },
             { "name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp" },

@@ -83,6 +83,59 @@ pub struct ProviderSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 32))]
     pub additional_deployments: BTreeMap<String, AdditionalDeployment>,
+
+    /// What deleting this object does with what the provider installed. Block (the default):
+    /// wait while custom resources of the provider's CRDs exist (and, for the core provider,
+    /// other providers), then remove the components, keeping the CRDs and the namespace.
+    /// Orphan: remove nothing; every installed object and the clusterctl inventory entry stay,
+    /// and a later provider object of the same kind, namespace and name adopts them without
+    /// restarting the managers. Purge: as Block, then, once no custom resource of its CRDs
+    /// remains and its namespace holds nothing the provider did not install, also remove its
+    /// CRDs and its namespace. Read at every step of a deletion, so it may be changed while one
+    /// waits (to Orphan, say, to let a blocked deletion go).
+    #[serde(default, skip_serializing_if = "DeletionPolicy::is_block")]
+    pub deletion_policy: DeletionPolicy,
+}
+
+/// What deleting a provider object does with the objects the provider installed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum DeletionPolicy {
+    /// Wait for the custom resources to go, remove the components, keep CRDs and namespace.
+    #[default]
+    Block,
+    /// Leave everything installed running, for a later provider object to adopt.
+    Orphan,
+    /// As Block, then remove the CRDs and the namespace too.
+    Purge,
+}
+
+impl DeletionPolicy {
+    /// Every policy, the default first.
+    pub const ALL: [DeletionPolicy; 3] = [
+        DeletionPolicy::Block,
+        DeletionPolicy::Orphan,
+        DeletionPolicy::Purge,
+    ];
+
+    /// Whether this is the default, [`DeletionPolicy::Block`].
+    pub fn is_block(&self) -> bool {
+        *self == DeletionPolicy::Block
+    }
+
+    /// The policy as the API writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeletionPolicy::Block => "Block",
+            DeletionPolicy::Orphan => "Orphan",
+            DeletionPolicy::Purge => "Purge",
+        }
+    }
+}
+
+impl std::fmt::Display for DeletionPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Controller-manager settings. The fields of controller-runtime's

@@ -1,8 +1,11 @@
-//! `describe`: a release's variables with their defaults, and its images.
+//! `describe`: a release's variables with their defaults, and its images; with `--cluster`,
+//! also the provider object of that kind and name in the cluster and its deletion policy.
 
-use serde_json::json;
+use capi_operator_api::AnyProvider;
+use serde_json::{Value, json};
 
 use crate::{
+    cluster::{Cluster, ClusterFlags},
     output::{self, OutputFlags},
     providers::ProviderFlags,
     release::{self, SourceFlags},
@@ -20,14 +23,58 @@ pub struct Args {
     variables: VariableFlags,
     #[command(flatten)]
     output: OutputFlags,
+    /// Also show the provider object of that kind and name in the cluster: its installed
+    /// version, its Ready condition and its deletion policy (what deleting it does).
+    #[arg(long)]
+    cluster: bool,
+}
+
+/// The provider object of `kind` and `name` among `live`, as describe shows it: installed
+/// version, Ready, and the deletion policy with what it means.
+fn live(live: &[AnyProvider], arg: &crate::providers::ProviderArg) -> Value {
+    let Some(p) = live
+        .iter()
+        .find(|p| p.provider_type == arg.provider_type && p.name() == arg.name)
+    else {
+        return json!({ "object": null });
+    };
+    let status = p.status.clone().unwrap_or_default();
+    let policy = p.spec.deletion_policy;
+    json!({
+        "object": format!("{}/{}", p.namespace(), p.name()),
+        "installedVersion": status.installed_version,
+        "ready": status.condition("Ready").map(|c| c.status.clone()),
+        "deletionPolicy": policy.as_str(),
+        "onDeletion": on_deletion(policy),
+    })
+}
+
+/// What deleting a provider object does under `policy`, in a line.
+fn on_deletion(policy: capi_operator_api::DeletionPolicy) -> &'static str {
+    match policy {
+        capi_operator_api::DeletionPolicy::Block => {
+            "waits for its custom resources to go, removes the components, keeps CRDs and namespace"
+        }
+        capi_operator_api::DeletionPolicy::Orphan => {
+            "leaves everything installed running, for a new object of the same name to adopt"
+        }
+        capi_operator_api::DeletionPolicy::Purge => {
+            "waits for its custom resources to go, removes the components, then its CRDs and namespace"
+        }
+    }
 }
 
 /// Runs `describe`.
-pub async fn run(args: &Args) -> anyhow::Result<()> {
+pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()> {
     let list = args.providers.parse()?;
     if list.is_empty() {
         anyhow::bail!("name at least one provider (--core, --infrastructure, ...)");
     }
+    let in_cluster = if args.cluster {
+        Some(Cluster::connect(cluster_flags).await?.providers().await?)
+    } else {
+        None
+    };
     let file = args.variables.file()?;
     let mut docs = Vec::new();
     for arg in &list {
@@ -52,6 +99,7 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
                 "namespace": namespace,
                 "variables": vars.iter().map(|(k, d)| json!({"name": k, "default": d, "required": d.is_none()})).collect::<Vec<_>>(),
                 "images": images,
+                "cluster": in_cluster.as_ref().map(|l| live(l, arg)),
             }));
             continue;
         }
@@ -79,9 +127,66 @@ pub async fn run(args: &Args) -> anyhow::Result<()> {
         for i in &images {
             say!("    {i}");
         }
+        if let Some(l) = &in_cluster {
+            say_live(&live(l, arg));
+        }
     }
     if let Some(format) = args.output.output {
         output::print(&serde_json::Value::Array(docs), format)?;
     }
     Ok(())
+}
+
+fn say_live(v: &Value) {
+    let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
+    if v.get("object").is_none_or(Value::is_null) {
+        say!("  in the cluster: no provider object of this kind and name");
+        return;
+    }
+    say!("  in the cluster: {}", text("object"));
+    say!("    installed:       {}", text("installedVersion"));
+    say!("    ready:           {}", text("ready"));
+    say!(
+        "    deletion policy: {} (deleting it {})",
+        text("deletionPolicy"),
+        text("onDeletion")
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capi_operator_api::{DeletionPolicy, ProviderSpec, ProviderType};
+
+    #[test]
+    fn live_object_shows_its_deletion_policy() -> anyhow::Result<()> {
+        let arg = crate::providers::ProviderArg {
+            provider_type: ProviderType::Infrastructure,
+            name: "docker".into(),
+            namespace: None,
+            version: None,
+            source: None,
+        };
+        let mut p = AnyProvider {
+            api: Default::default(),
+            provider_type: ProviderType::Infrastructure,
+            metadata: Default::default(),
+            spec: ProviderSpec::default(),
+            status: None,
+        };
+        p.metadata.name = Some("docker".into());
+        p.metadata.namespace = Some("capd-system".into());
+        assert_eq!(live(&[], &arg)["object"], Value::Null);
+        let v = live(std::slice::from_ref(&p), &arg);
+        assert_eq!(v["object"], "capd-system/docker");
+        assert_eq!(v["deletionPolicy"], "Block");
+        p.spec.deletion_policy = DeletionPolicy::Orphan;
+        let v = live(std::slice::from_ref(&p), &arg);
+        assert_eq!(v["deletionPolicy"], "Orphan");
+        assert!(v["onDeletion"].as_str().unwrap_or("").contains("adopt"));
+        // Another kind of the same name is not it.
+        p.provider_type = ProviderType::Bootstrap;
+        assert_eq!(live(&[p], &arg)["object"], Value::Null);
+        Ok(())
+    }
 }

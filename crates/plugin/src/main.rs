@@ -177,7 +177,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Describe(args) => describe::run(&args).await,
+        Command::Describe(args) => describe::run(&args, &cli.cluster).await,
         Command::Render(args) => {
             let cluster = cluster::Cluster::connect(&cli.cluster).await?;
             desired::run_render(&args, &cluster).await

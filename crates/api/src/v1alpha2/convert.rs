@@ -144,6 +144,7 @@ impl ProviderSpec {
     /// * `additionalDeployments` → `additionalDeployments`, entry by entry, with the manager
     ///   and deployment rules below.
     /// * `paused` is false: the v1alpha2 API has no such field.
+    /// * `deletionPolicy` (this operator's addition to the API) → `deletionPolicy`.
     ///
     /// Manager (flags as the other operator renders them, except where its flags are wrong for
     /// Cluster API managers):
@@ -246,6 +247,7 @@ impl ProviderSpec {
             patches,
             additional_manifests,
             additional_deployments,
+            deletion_policy: self.deletion_policy,
         };
         Ok(Converted { spec, ignored })
     }

@@ -115,6 +115,7 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
             { "name": "InstalledVersion", "type": "string", "jsonPath": ".status.installedVersion" },
             { "name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Ready')].status" },
             { "name": "Summary", "type": "string", "jsonPath": ".status.summary" },
+            { "name": "Deletion", "type": "string", "jsonPath": ".spec.deletionPolicy" },
         ]),
         description: format!(
             "{}: a Cluster API {} provider, in the API of kubernetes-sigs/cluster-api-operator.",

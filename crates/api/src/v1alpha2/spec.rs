@@ -64,6 +64,15 @@ pub struct ProviderSpec {
     /// Deployment name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub additional_deployments: BTreeMap<String, AdditionalDeployments>,
+
+    /// This operator's addition (the other operator has no such field): what deleting this
+    /// object does with what the provider installed. Block (the default) removes the components
+    /// and keeps the CRDs and the namespace, once no custom resource of the CRDs remains;
+    /// Orphan removes nothing, for a later object of the same kind, namespace and name to adopt;
+    /// Purge also removes the CRDs and the namespace. See the same field of
+    /// management.cluster.x-k8s.io/v1alpha1.
+    #[serde(default, skip_serializing_if = "crate::DeletionPolicy::is_block")]
+    pub deletion_policy: crate::DeletionPolicy,
 }
 
 /// Controller-manager settings. The first fields are those of controller-runtime's

@@ -180,6 +180,11 @@ const INVALID: &[(&str, &str, &str)] = &[
         "with debug true no other manager field may be set",
     ),
     (
+        "unknown deletion policy",
+        "deletionPolicy: Delete",
+        "spec.deletionPolicy: Unsupported value: \"Delete\": supported values: \"Block\", \"Orphan\", \"Purge\"",
+    ),
+    (
         "negative replicas",
         "deployment: {replicas: -1}",
         "should be greater than or equal to 0",
@@ -436,7 +441,15 @@ fn kubectl_lists_every_kind_and_explains_fields() -> TestResult {
     }
     let header = c.kubectl_ok(&["get", "coreproviders", "-n", &ns])?;
     let first = header.lines().next().unwrap_or_default();
-    for col in ["NAME", "VERSION", "INSTALLED", "READY", "PAUSED", "AGE"] {
+    for col in [
+        "NAME",
+        "VERSION",
+        "INSTALLED",
+        "READY",
+        "PAUSED",
+        "DELETION",
+        "AGE",
+    ] {
         assert!(first.contains(col), "column {col} missing: {first}");
     }
     let short = c.kubectl_ok(&["get", "cacp", "-n", &ns, "-o", "name"])?;

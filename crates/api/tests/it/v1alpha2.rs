@@ -288,7 +288,8 @@ fn full_spec() -> Value {
                 "manager": { "verbosity": 2 },
                 "deployment": { "replicas": 0 }
             }
-        }
+        },
+        "deletionPolicy": "Purge"
     })
 }
 
@@ -656,6 +657,7 @@ fn every_field_maps() -> TestResult {
     let spec = convert(&s)?;
     assert_eq!(spec.version.as_deref(), Some("v1.10.0"));
     assert!(!spec.paused);
+    assert_eq!(spec.deletion_policy, api::DeletionPolicy::Purge);
     let m = spec.manager.clone().ok_or("manager")?;
     assert_eq!(m.sync_period, Some(IntOrString::String("600s".into())));
     assert_eq!(
@@ -1378,6 +1380,8 @@ fn crds_have_the_other_operators_names_and_columns() -> TestResult {
                 { "name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Ready')].status" },
                 // This operator's addition: why the provider is not where its spec says.
                 { "name": "Summary", "type": "string", "jsonPath": ".status.summary" },
+                // And what deleting the object does (spec.deletionPolicy, also an addition).
+                { "name": "Deletion", "type": "string", "jsonPath": ".spec.deletionPolicy" },
             ])
         );
         let annotations = v["metadata"]["annotations"]
@@ -1406,6 +1410,7 @@ fn crd_schema_has_the_apis_fields_types_and_rules() -> TestResult {
             "additionalDeployments",
             "additionalManifests",
             "configSecret",
+            "deletionPolicy",
             "deployment",
             "fetchConfig",
             "manager",

@@ -17,6 +17,7 @@ pub mod labels;
 pub mod mirror;
 pub mod options;
 pub mod owned;
+pub mod purge;
 pub mod reconcile;
 pub mod report;
 pub mod runtime;

@@ -10,7 +10,7 @@ use std::{sync::Arc, time::Duration};
 
 use capi_operator_api::{
     AnyProvider, FINALIZER, MANAGED_BY_ANNOTATION, ProviderApi, ProviderStatus, ProviderType,
-    conditions::{DELETING, PREFLIGHT_CHECK_PASSED, SPEC_TRANSLATED},
+    conditions::{PREFLIGHT_CHECK_PASSED, SPEC_TRANSLATED},
     v1alpha2::ConversionError,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -27,13 +27,17 @@ use super::{
     decide::{
         Outcome,
         conditions::{self, Desired},
+        deletion::{self, Step},
         kstatus, preflight, problem, readiness, reason,
         settle::{self as decided, backoff_delay, jitter_sample},
     },
-    install,
+    install, purge,
     report::{self, Subject, merge_params},
 };
-use capi_cluster_io::provider_kind::{self, ProviderKind};
+use capi_cluster_io::{
+    ObjKey,
+    provider_kind::{self, ProviderKind},
+};
 
 pub use super::decide::Error;
 
@@ -357,53 +361,104 @@ async fn deletion_blockers(ctx: &Ctx, p: &AnyProvider) -> Result<Vec<String>, ku
     Ok(out)
 }
 
-/// Deletion: wait while something blocks it, remove the installed components, then release
-/// the finalizer.
+/// Deletion, one step per pass as [`deletion::next`] decides from the provider's
+/// deletionPolicy and what is left: wait while something blocks it, remove the installed
+/// components, under Purge the CRDs and the namespace, then release the finalizer (at once
+/// under Orphan).
 async fn delete<P: ProviderKind>(s: &Subject<'_, P>, ctx: &Ctx) -> Result<Action, Error> {
     let p = s.p;
     if !has_finalizer(p) {
         return Ok(Action::await_change());
     }
-    let blockers = deletion_blockers(ctx, p).await?;
-    if !blockers.is_empty() {
-        let message = format!(
-            "deletion waits until these are gone: {}",
-            blockers.join(", ")
-        );
-        let blocked = Desired::failed(DELETING, reason::DELETION_BLOCKED, message);
-        report::deletion(s, ctx, blocked).await?;
-        // Workload clusters are not watched: look again, less often while they stay.
-        return Ok(Action::requeue(ctx.rechecks.blocked(&provider_key(p))));
-    }
-    let left: Vec<_> = ctx
-        .world
-        .installed(p)
-        .into_iter()
+    let policy = p.spec.deletion_policy;
+    let blockers = if deletion::looks_for_blockers(policy) {
+        deletion_blockers(ctx, p).await?
+    } else {
+        Vec::new()
+    };
+    let installed = ctx.world.installed(p);
+    let of_kind = |kind: &str| -> Vec<_> {
+        installed
+            .iter()
+            .filter(|(k, _, _)| k.kind == kind)
+            .cloned()
+            .collect()
+    };
+    let (crds, namespaces) = (of_kind("CustomResourceDefinition"), of_kind("Namespace"));
+    let components: Vec<_> = installed
+        .iter()
         .filter(|(k, _, _)| k.kind != "CustomResourceDefinition" && k.kind != "Namespace")
+        .cloned()
         .collect();
-    if !left.is_empty() {
-        let message = format!(
-            "removing {} installed objects (CRDs and the namespace are kept)",
-            left.len()
-        );
-        let deleting = Desired::ok(DELETING, reason::DELETING, message);
-        report::deletion(s, ctx, deleting).await?;
-        ctx.applier
-            .delete_all(&left)
-            .await
-            .map_err(Error::reasoned)?;
-        // The caches report the deletions; the watch events bring the next pass.
-        return Ok(Action::requeue(Duration::from_secs(5)));
+    let crd_names: Vec<String> = crds.iter().map(|(k, _, _)| k.name.clone()).collect();
+    let mut facts = deletion::Facts {
+        policy,
+        blockers: &blockers,
+        components: components.len(),
+        crds: &crd_names,
+        namespace: namespaces.first().map(|(k, _, _)| k.name.as_str()),
+        foreign: None,
+    };
+    let foreign = match deletion::must_look(&facts) {
+        Some(ns) => Some(purge::foreign_in(ctx, p, ns).await?),
+        None => None,
+    };
+    facts.foreign = foreign.as_deref();
+    match deletion::next(p, &facts) {
+        Step::Orphan(note) => {
+            report::notes(s.obj, ctx, vec![note]).await;
+            finish(s, ctx).await
+        }
+        Step::Wait(waiting) => {
+            report::deletion(s, ctx, waiting).await?;
+            // Workload clusters and the namespace's objects are not watched: look again, less
+            // often while they stay.
+            Ok(Action::requeue(ctx.rechecks.blocked(&provider_key(p))))
+        }
+        Step::Remove(deleting) => {
+            report::deletion(s, ctx, deleting).await?;
+            remove(ctx, &components).await?;
+            // The caches report the deletions; the watch events bring the next pass.
+            Ok(Action::requeue(Duration::from_secs(5)))
+        }
+        Step::Purge { note, .. } => {
+            if !ctx.world.owned.current().await {
+                return Ok(Action::requeue(Duration::from_secs(2)));
+            }
+            // The CRDs before the namespace: stopped in between, the next pass finds the
+            // namespace alone and goes on.
+            remove(ctx, &crds).await?;
+            remove(ctx, &namespaces).await?;
+            info!(provider = %provider_key(p), "{}", note.message);
+            report::notes(s.obj, ctx, vec![note]).await;
+            finish(s, ctx).await
+        }
+        Step::Release => {
+            // A kind served since the last CRD event (cert-manager installed a moment ago) may
+            // hold objects of this provider the caches have not listed yet.
+            if !ctx.world.owned.current().await {
+                return Ok(Action::requeue(Duration::from_secs(2)));
+            }
+            finish(s, ctx).await
+        }
     }
-    // A kind served since the last CRD event (cert-manager installed a moment ago) may hold
-    // objects of this provider the caches have not listed yet.
-    if !ctx.world.owned.current().await {
-        return Ok(Action::requeue(Duration::from_secs(2)));
-    }
+}
+
+async fn remove(ctx: &Ctx, objects: &[(ObjKey, ApiResource, bool)]) -> Result<(), Error> {
+    ctx.applier
+        .delete_all(objects)
+        .await
+        .map_err(Error::reasoned)?;
+    Ok(())
+}
+
+/// Releases the finalizer and forgets the provider.
+async fn finish<P: ProviderKind>(s: &Subject<'_, P>, ctx: &Ctx) -> Result<Action, Error> {
+    let p = s.p;
     release_finalizer(s.api, p).await?;
     ctx.rechecks.disarm(&provider_key(p));
     ctx.rechecks.unblocked(&provider_key(p));
-    info!(provider = %provider_key(p), "components removed; finalizer released");
+    info!(provider = %provider_key(p), policy = %p.spec.deletion_policy, "finalizer released");
     ctx.opts
         .metrics
         .forget(p.provider_type.kind(), p.namespace(), p.name());

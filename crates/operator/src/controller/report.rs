@@ -198,6 +198,12 @@ pub async fn publish<P: ProviderKind>(obj: &P, ctx: &Ctx, ok: bool, reason: &str
     }
 }
 
+/// Publishes `notes` (events on the provider object) outside a status write: what a deletion
+/// did as the object goes.
+pub async fn notes<P: ProviderKind>(obj: &P, ctx: &Ctx, notes: Vec<Note>) {
+    publish_notes(obj, ctx, notes).await;
+}
+
 /// The phases' notes, in the order they were taken.
 async fn publish_notes<P: ProviderKind>(obj: &P, ctx: &Ctx, notes: Vec<Note>) {
     for n in notes {

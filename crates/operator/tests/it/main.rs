@@ -5,6 +5,7 @@ mod behaviour;
 mod cert_manager_missing;
 mod cluster_api_operator_api;
 mod clusterctl;
+mod deletion_policy;
 mod gitops_health;
 mod go_operator_releases;
 mod hostile;

@@ -7,6 +7,7 @@
 //! them back. The `architecture` test below keeps it so.
 
 pub mod conditions;
+pub mod deletion;
 pub mod kstatus;
 mod outcome;
 pub mod plan;
