@@ -263,6 +263,22 @@ pub struct Live {
     pub baseline: Option<String>,
 }
 
+impl Live {
+    /// What the Deployment `d` carries now.
+    pub fn of(d: &k8s_openapi::api::apps::v1::Deployment) -> Live {
+        let template = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
+        Live {
+            template: template
+                .and_then(|m| m.annotations.as_ref()?.get(CONFIG_HASH_ANNOTATION).cloned()),
+            baseline: d
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(CONFIG_HASH_BASELINE_LABEL).cloned()),
+        }
+    }
+}
+
 /// A Deployment whose pods roll because content it reads changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rolled {

@@ -14,6 +14,7 @@ use capi_cluster_io::provider_inputs::{self, Manifests, Variables};
 use capi_components::{
     before_apply::{Pause, finalize},
     render::{RenderExtras, render_with},
+    rotation,
 };
 use capi_operator_api::AnyProvider;
 use serde_json::Value;
@@ -185,6 +186,14 @@ pub async fn render(
         Pause::Running
     };
     let mut objects = rendered.objects;
+    // As the operator does before finalizing: the Deployments carry the hash of what they
+    // read, given what the running ones carry, so a diff shows a roll only where one happens.
+    let live = live_deployments(cluster, &objects).await?;
+    rotation::stamp(
+        &mut objects,
+        rotation::enabled(p) && !p.spec.paused,
+        |ns, name| live.get(&(ns.to_string(), name.to_string())).cloned(),
+    );
     finalize(&mut objects, p, pause);
     if target.clusterctl_inventory {
         objects.push(capi_components::inventory::entry(p, &release.version));
@@ -193,6 +202,30 @@ pub async fn render(
         objects,
         version: release.version,
     })
+}
+
+/// The config-hash annotation and baseline label the Deployments among `objects` carry in
+/// the cluster (absent ones are not installed yet).
+async fn live_deployments(
+    cluster: &Cluster,
+    objects: &[Value],
+) -> anyhow::Result<BTreeMap<(String, String), rotation::Live>> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let mut live = BTreeMap::new();
+    for o in objects.iter().filter(|o| o["kind"] == "Deployment") {
+        let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        let api: kube::Api<Deployment> = kube::Api::namespaced(cluster.client.clone(), ns);
+        let Some(d) = api
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading Deployment {ns}/{name}"))?
+        else {
+            continue;
+        };
+        live.insert((ns.to_string(), name.to_string()), rotation::Live::of(&d));
+    }
+    Ok(live)
 }
 
 /// Options of `render`.

@@ -14,8 +14,8 @@ use capi_components::{
     render, rotation,
 };
 use capi_operator_api::{
-    AnyProvider, CONFIG_HASH_ANNOTATION, CONFIG_HASH_BASELINE_LABEL, ORIGINAL_REPLICAS_ANNOTATION,
-    ProviderStatus, ProviderType, ROLLOUT_ON_CONFIG_CHANGE_ANNOTATION,
+    AnyProvider, ORIGINAL_REPLICAS_ANNOTATION, ProviderStatus, ProviderType,
+    ROLLOUT_ON_CONFIG_CHANGE_ANNOTATION,
     conditions::{
         CONTRACT_VERIFIED, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, PROVIDER_UPGRADED,
         READY,
@@ -621,13 +621,10 @@ fn stamp_config_hash(
         .deployments_of(p)
         .iter()
         .map(|d| {
-            let template = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
-            let live = rotation::Live {
-                template: template
-                    .and_then(|m| m.annotations.as_ref()?.get(CONFIG_HASH_ANNOTATION).cloned()),
-                baseline: d.labels().get(CONFIG_HASH_BASELINE_LABEL).cloned(),
-            };
-            ((d.namespace().unwrap_or_default(), d.name_any()), live)
+            (
+                (d.namespace().unwrap_or_default(), d.name_any()),
+                rotation::Live::of(d),
+            )
         })
         .collect();
     rotation::stamp(objects, enabled, |ns, name| {

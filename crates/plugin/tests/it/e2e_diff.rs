@@ -16,7 +16,9 @@ use support::*;
 const T: Duration = Duration::from_secs(120);
 const NS: &str = "sample-core-system";
 
-/// Additional manifests: a Secret made from the provider's variable SAMPLE_TOKEN.
+/// Additional manifests: a Secret made from the provider's variable SAMPLE_TOKEN, and a
+/// Deployment reading it (the operator stamps it with the hash of what it reads: a diff of
+/// itself must render the same stamp, a changed token must show its roll).
 const EXTRA: &str = "apiVersion: v1
 kind: ConfigMap
 metadata: {name: core-extra, namespace: sample-core-system}
@@ -26,6 +28,21 @@ data:
     kind: Secret
     metadata: {name: sample-token, namespace: sample-core-system}
     stringData: {token: \"${SAMPLE_TOKEN}\"}
+    ---
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: sample-token-reader, namespace: sample-core-system}
+    spec:
+      selector: {matchLabels: {app: sample-token-reader}}
+      template:
+        metadata: {labels: {app: sample-token-reader}}
+        spec:
+          containers:
+          - name: reader
+            image: registry.example/reader:v1
+            env:
+            - name: TOKEN
+              valueFrom: {secretKeyRef: {name: sample-token, key: token}}
 ";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,6 +154,11 @@ async fn diff_against_the_operators_install() -> TestResult {
         "Restart (pod template changes): Deployment sample-core-system/sample-core-controller-manager",
         "+          value: bonjour",
     ])?;
+    // The reader rolls too: the hash of the token it reads changes.
+    let restarts = changed.stdout.lines().find(|l| l.starts_with("Restart ("));
+    if !restarts.is_some_and(|l| l.contains("Deployment sample-core-system/sample-token-reader")) {
+        return Err(format!("the token's reader does not restart:\n{}", changed.all()).into());
+    }
     let values = ["first-token-value", "second-token-value"];
     let base64 = ["Zmlyc3QtdG9rZW4tdmFsdWU=", "c2Vjb25kLXRva2VuLXZhbHVl"];
     if let Some(v) = values
