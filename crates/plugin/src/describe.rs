@@ -90,7 +90,7 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
         let mut images = capi_components::pipeline::inspect_images(&objects);
         images.dedup();
         if args.output.output.is_some() {
-            docs.push(json!({
+            let mut doc = json!({
                 "kind": arg.provider_type.kind(),
                 "name": arg.name,
                 "version": r.version,
@@ -99,8 +99,11 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
                 "namespace": namespace,
                 "variables": vars.iter().map(|(k, d)| json!({"name": k, "default": d, "required": d.is_none()})).collect::<Vec<_>>(),
                 "images": images,
-                "cluster": in_cluster.as_ref().map(|l| live(l, arg)),
-            }));
+            });
+            if let Some(l) = &in_cluster {
+                doc["cluster"] = live(l, arg);
+            }
+            docs.push(doc);
             continue;
         }
         say!(

@@ -473,6 +473,40 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_policy_may_change_while_a_deletion_waits() {
+        let blockers = ["SampleMachine default/m".to_string()];
+        let crds = ["a.example".to_string()];
+        let at = |policy, blockers| Facts {
+            crds: &crds,
+            namespace: Some("infra-system"),
+            foreign: Some(&[]),
+            ..facts(policy, blockers, 0)
+        };
+        // A Block deletion waiting for a custom resource lets go at once under Orphan.
+        let p = provider(DeletionPolicy::Block);
+        assert_eq!(
+            reason_of(&next(&p, &at(DeletionPolicy::Block, &blockers))),
+            Some(r::DELETION_BLOCKED)
+        );
+        assert_eq!(
+            reason_of(&next(&p, &at(DeletionPolicy::Orphan, &blockers))),
+            Some(r::ORPHANED)
+        );
+        // Block done with the components releases; Purge asked for then removes CRDs and
+        // namespace; Block asked for during a Purge keeps them.
+        assert_eq!(next(&p, &at(DeletionPolicy::Block, &[])), Step::Release);
+        assert!(matches!(
+            next(&p, &at(DeletionPolicy::Purge, &[])),
+            Step::Purge { .. }
+        ));
+        // A Purge never skips the custom-resource wait, whatever came before.
+        assert_eq!(
+            reason_of(&next(&p, &at(DeletionPolicy::Purge, &blockers))),
+            Some(r::DELETION_BLOCKED)
+        );
+    }
+
     fn meta(name: &str) -> ObjectMeta {
         ObjectMeta {
             name: Some(name.into()),
