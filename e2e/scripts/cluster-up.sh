@@ -3,7 +3,7 @@
 # kube-controller-manager, kube-scheduler and kwok (one fake node whose pods become Running and
 # Ready). Everything listens on 127.0.0.1 only, on free ports; data lives in one directory.
 #
-#   cluster-up.sh [--dir DIR] [--watch-pid PID] [--process-node IMAGES_FILE]
+#   cluster-up.sh [--dir DIR] [--watch-pid PID] [--process-node IMAGES_FILE] [--audit]
 #
 # --dir           state directory (default: $CAPI_CLUSTER_DIR or /tmp/capi-provider-operator-cluster-$UID)
 # --watch-pid     stop the cluster automatically once process PID exits (used by test binaries)
@@ -12,18 +12,23 @@
 #                 to binaries (default: $CAPI_PROCESS_NODE_IMAGES). The agent binary is
 #                 $CAPI_PROCESS_NODE_BIN (default: the debug build under $CARGO_TARGET_DIR), extra
 #                 agent flags come from $CAPI_PROCESS_NODE_ARGS.
+# --audit         the API server writes an audit log of every write request (verb, user agent,
+#                 resource; no bodies) to DIR/logs/audit.log: e2e/bench/peer.py counts each
+#                 client's writes from it.
 #
 # Idempotent: when a healthy cluster already runs in DIR it is reused. Prints the kubeconfig path.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${CAPI_CLUSTER_DIR:-${TMPDIR:-/tmp}/capi-provider-operator-cluster-$(id -u)}
 watch_pid=""
+audit=false
 process_node_images=${CAPI_PROCESS_NODE_IMAGES:-}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dir) dir=$2; shift 2 ;;
     --watch-pid) watch_pid=$2; shift 2 ;;
     --process-node) process_node_images=$2; shift 2 ;;
+    --audit) audit=true; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -71,6 +76,15 @@ EOF
 
 "$here/make-certs.sh" "$dir/pki" >&2
 
+audit_flags=()
+if $audit; then
+  # Writes only, at Metadata level: who (user agent) changed what, without the objects.
+  printf '%s\n' "apiVersion: audit.k8s.io/v1" "kind: Policy" "omitStages: [RequestReceived]" "rules:" \
+    "- level: Metadata" "  verbs: [create, update, patch, delete, deletecollection]" "- level: None" > audit-policy.yaml
+  audit_flags=(--audit-policy-file audit-policy.yaml --audit-log-path "$dir/logs/audit.log"
+               --audit-log-format json --audit-log-mode blocking)
+fi
+
 server="https://127.0.0.1:${API_PORT}"
 cat > kubeconfig <<EOF
 apiVersion: v1
@@ -114,7 +128,7 @@ start kube-apiserver "$bindir/kube-apiserver" \
   --authorization-mode RBAC --allow-privileged=true \
   --endpoint-reconciler-type none \
   --enable-aggregator-routing=true \
-  --profiling=false
+  --profiling=false "${audit_flags[@]}"
 
 wait_ready() {
   local i
