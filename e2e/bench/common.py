@@ -48,10 +48,12 @@ def run(*args, **kw):
 class Cluster:
     """A fresh local control plane (e2e/scripts/cluster-up.sh) in a directory of its own."""
 
-    def __init__(self):
+    def __init__(self, audit: bool = False):
         self.dir = tempfile.mkdtemp(prefix="capi-bench-")
         os.rmdir(self.dir)
-        self.kubeconfig = run(os.path.join(SCRIPTS, "cluster-up.sh"), "--dir", self.dir).strip()
+        self.kubeconfig = run(os.path.join(SCRIPTS, "cluster-up.sh"), "--dir", self.dir,
+                              *(["--audit"] if audit else [])).strip()
+        self.audit_log = os.path.join(self.dir, "logs", "audit.log")
         self.kubectl = os.path.join(run(os.path.join(SCRIPTS, "build.sh")).strip(), "kubectl")
 
     def k(self, *args, stdin=None):

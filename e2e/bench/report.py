@@ -15,7 +15,7 @@ import statistics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 W, H, PAD = 480, 300, 50
-COLORS = ["#1f77b4", "#d62728", "#7f7f7f"]
+COLORS = ["#1f77b4", "#d62728", "#7f7f7f", "#2ca02c"]
 
 
 def line_chart(title: str, xlabel: str, ylabel: str, xs: list[float], series: dict[str, list[float]]) -> str:
@@ -143,11 +143,152 @@ def large_section(r: dict, plots: str) -> list[str]:
         out.append(f"| {row['factor']}x | {row['bytes']:,} | {row['render_s']:.3f} | {row['peak_rss_mib']:.1f} |")
     out += ["", f"The operator installing the {i['factor']}x release (from the local GitHub-compatible server): "
             f"{i['install_s']:.1f} s to Ready, RSS {i['rss_mib']:.1f} MiB afterwards, and the longest stall of its "
-            f"event loop (a 100 ms tick running late, `capi_operator_event_loop_stall_max_seconds`): "
+            f"event loop (its longest busy stretch, `capi_operator_event_loop_stall_max_seconds`): "
             f"**{i['max_stall_s'] * 1000:.0f} ms** — the longest lease renewal and watch handling could be delayed "
             "(lease renewal deadline: 10 s).", "",
             "![render time](performance/large-render.svg) ![render memory](performance/large-rss.svg)", ""]
     return out
+
+
+# The peer scenario's figures (e2e/bench/peer.py): key, what, unit, goal for ours/Go (None: shown
+# without one), and the number format.
+PEER_ROWS = [
+    ("ready_s", "apply → all Ready", "s", 0.8, "{:.2f}"),
+    ("rss_ready_mib", "RSS at Ready", "MiB", 0.2, "{:.1f}"),
+    ("rss_peak_mib", "peak RSS (VmHWM)", "MiB", 0.2, "{:.1f}"),
+    ("rss_settled_mib", "RSS settled (end of the idle window)", "MiB", 0.2, "{:.1f}"),
+    ("cpu_to_ready_s", "CPU seconds, start → Ready", "s", 0.1, "{:.2f}"),
+    ("cpu_per_idle_min_s", "CPU seconds per idle minute", "s", 0.1, "{:.3f}"),
+    ("writes_to_ready", "API writes, start → Ready (Leases apart)", "", 0.5, "{:.0f}"),
+    ("lease_writes_to_ready", "… Lease writes, start → Ready", "", None, "{:.0f}"),
+    ("idle_writes", "API writes over the idle window (Leases apart)", "", 0.5, "{:.0f}"),
+    ("idle_lease_writes", "… Lease writes over the idle window", "", None, "{:.0f}"),
+    ("resync_writes", "API writes with a forced 60 s resync (Leases apart)", "", 0.5, "{:.0f}"),
+]
+
+
+def fig(s: dict, fmt: str, timeout: float | None = None) -> str:
+    """A summary (median and range) as text; "never within N s" when no run saw it."""
+    if s["median"] is None:
+        return f"never within {timeout:.0f} s" if timeout else "n/a"
+    text = fmt.format(s["median"])
+    if s["max"] != s["min"]:
+        text += f" ({fmt.format(s['min'])}–{fmt.format(s['max'])})"
+    if s["never"]:
+        text += f", {s['never']} run(s) never within {timeout:.0f} s"
+    return text
+
+
+def ratio(ours: dict, go: dict) -> float | None:
+    if ours["median"] is None or not go["median"]:
+        return None
+    return ours["median"] / go["median"]
+
+
+def goal_met(ours: dict, go: dict, goal: float) -> str:
+    """Whether ours ≤ goal × Go's (medians); against a Go figure of 0, only 0 meets it."""
+    if ours["median"] is None or go["median"] is None:
+        return ""
+    return "yes" if ours["median"] <= goal * go["median"] else "**no**"
+
+
+def peer_table(name: str, sc: dict) -> tuple[list[str], list[str]]:
+    """One scenario's table, and the goals it misses."""
+    ours, go = sc["ours"], sc["go"]
+    out = [f"### {name}", "", "| measure | ours | Go | ours/Go | goal | met |", "|---|---:|---:|---:|---:|---|"]
+    missed = []
+    for key, what, unit, goal, fmt in PEER_ROWS:
+        if key not in ours:
+            continue
+        r = ratio(ours[key], go[key])
+        met = "" if goal is None else goal_met(ours[key], go[key], goal)
+        unit_text = f" {unit}" if unit else ""
+        if met == "**no**":
+            missed.append(f"- {name}: {what} {fig(ours[key], fmt)}{unit_text} against the Go operator's "
+                          f"{fig(go[key], fmt)}{unit_text} (goal ≤ {goal:g}×).")
+        out.append(f"| {what} | {fig(ours[key], fmt)}{unit_text} | {fig(go[key], fmt)}{unit_text} | "
+                   f"{'' if r is None else f'{r:.2f}'} | {'' if goal is None else f'≤ {goal:g}'} | {met} |")
+    t = sc["repair_timeout_s"]
+    for key, what in (("repair_image_s", "repair of an edited image"), ("repair_deleted_s", "repair of a deleted Deployment")):
+        out.append(f"| {what} | {fig(ours[key], '{:.2f}', t)} s | {fig(go[key], '{:.2f}', t)} | | | |")
+    return out + [""], missed
+
+
+def peer_section(p: dict, plots: str) -> list[str]:
+    scen = p["scenarios"]
+    loaded = max(r["max"] for sc in scen.values() for who in ("ours", "go") for r in [sc[who]["load"]])
+    out = ["## Against cluster-api-operator", "",
+           f"This operator and kubernetes-sigs/cluster-api-operator {p['go_version']} doing the same work "
+           "(e2e/bench/peer.py): each run on a fresh local control plane, the same releases read from the same "
+           "ConfigMaps, each operator's provider objects in its own API, each with the flags its Helm chart sets "
+           f"(both elect a leader). Runs alternate between the two; medians of {p['runs']} (range in brackets). "
+           "Writes are counted in the API server's audit log by user agent; CPU seconds and RSS from /proc of "
+           f"the process. Idle window: {p['idle_s']} s; forced resync: the operators restarted with a "
+           f"{p['resync_s']} s sync period, writes over {p['resync_window_s']} s; measured {p['date']} at {p['commit']}.",
+           ""]
+    if p.get("quick"):
+        out += ["**Quick run (BENCH_QUICK=1): one run, a shortened idle window; a check that the scenario works, "
+                "not figures to quote.**", ""]
+    if loaded > 0.5 * p["cores"]:
+        out += [f"**The machine was loaded (load average up to {loaded:.1f} on {p['cores']} cores before a run): "
+                "the wall times (to Ready, repairs) are not comparable across runs; CPU seconds, RSS and writes are "
+                "per-process counts and stand.**", ""]
+    missed = []
+    for name, sc in scen.items():
+        title = "the real v1.12.0 core, kubeadm bootstrap and control plane" if name == "real3" else \
+            f"{name.split('-')[1]} provider(s) of the many-providers scenario"
+        table, m = peer_table(title, sc)
+        out += table
+        missed += m
+    sz = p["sizes"]
+    out += ["| binary | ours | Go | ours/Go |", "|---|---:|---:|---:|",
+            f"| size | {sz['ours']['binary_mib']:.1f} MiB | {sz['go']['binary_mib']:.1f} MiB | "
+            f"{sz['ours']['binary_mib'] / sz['go']['binary_mib']:.2f} |",
+            f"| gzip-compressed (the layer it adds to an image; base images not built here) | "
+            f"{sz['ours']['gzip_mib']:.1f} MiB | {sz['go']['gzip_mib']:.1f} MiB | "
+            f"{sz['ours']['gzip_mib'] / sz['go']['gzip_mib']:.2f} |", ""]
+    many = sorted((int(k.split("-")[1]), v) for k, v in scen.items() if k.startswith("many-"))
+    if many:
+        xs = [n for n, _ in many]
+        series = {}
+        for key, label in (("ready_s", "time to Ready"), ("rss_settled_mib", "RSS settled"),
+                           ("cpu_to_ready_s", "CPU to Ready"), ("writes_to_ready", "writes to Ready")):
+            series[label] = [ratio(v["ours"][key], v["go"][key]) or 0 for _, v in many]
+        open(os.path.join(plots, "peer-ratios.svg"), "w").write(line_chart(
+            "Ours / cluster-api-operator", "providers declared at once", "ratio (lower is better)", xs, series))
+        open(os.path.join(plots, "peer-time.svg"), "w").write(line_chart(
+            "Time to all Ready", "providers declared at once", "seconds", xs,
+            {"ours": [v["ours"]["ready_s"]["median"] for _, v in many],
+             "cluster-api-operator": [v["go"]["ready_s"]["median"] for _, v in many],
+             "goal: 0.8 × cluster-api-operator": [0.8 * v["go"]["ready_s"]["median"] for _, v in many]}))
+        out += ["![ours / Go](performance/peer-ratios.svg) ![time to all Ready](performance/peer-time.svg)", ""]
+    if missed:
+        out += ["Goals against cluster-api-operator not met in this run:", "", *missed, "", *PEER_CAUSES]
+    return out
+
+
+# The measured causes of the gaps above that remain (kept with the report: analysis of its runs).
+PEER_CAUSES = [
+    "Why, as far as measured (2026-11-26, release build, three real v1.12.0 providers from ConfigMaps):",
+    "",
+    "- RSS: at Ready 42.2 MiB, of which 20.3 MiB are file-backed pages, the parts of the 26 MB binary that ran "
+    "(/proc/PID/smaps_rollup: Pss_File 20.3 MiB, anonymous 21.1 MiB); started with no provider it holds 21.8 MiB. "
+    "The Go operator's figure counts its 64 MB binary the same way. A fifth of the Go operator's RSS (about "
+    "25 MiB) is less than this operator's anonymous memory plus the code that installing runs.",
+    "- CPU seconds per idle minute: what is left is leader election, which both charts turn on (a Lease renewal "
+    "every 2 s): with it 0.030 s per minute and 207–252 context switches a minute; the same build without it "
+    "0.010 s and 36. Before 2026-11-26 a 100 ms probe timer of the event loop added 0.04–0.05 s and about "
+    "1,000 wake-ups a minute; the loop is now timed from the runtime's park and unpark hooks.",
+    "- CPU seconds to Ready: 0.05 s of them are the start (no provider), the rest installs the three releases.",
+    "- API writes to Ready, 10 sample providers: the objects of the releases, applied once each by both "
+    "operators, are 88 writes (29 CRDs, 19 ClusterRoles, 10 each of bindings, service accounts, namespaces and "
+    "Deployments), and the inventory entries 10 more: 98 of this operator's 173, where half of the Go "
+    "operator's 218 is 109. The rest are finalizers (11), status patches (55 over the run) and events (31). "
+    "Before 2026-11-26 the benchmark's sample infrastructure variants shared one aggregated ClusterRole name, "
+    "which the providers took turns rewriting (326 ClusterRole patches in one run, and every write of the "
+    "forced resync); each variant now has its own.",
+    "",
+]
 
 
 RENDER_LINE = re.compile(r"^(\s*)(.+?): median ([\d.]+) ms, min ([\d.]+) ms, max ([\d.]+) ms over (\d+) runs$")
@@ -298,6 +439,7 @@ def main():
     ap.add_argument("--install", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/install.json"))
     ap.add_argument("--render", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/render.txt"))
     ap.add_argument("--world", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/world.txt"))
+    ap.add_argument("--peer", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/peer.json"))
     ap.add_argument("--docs", default=os.path.join(ROOT, "docs"))
     a = ap.parse_args()
     r = json.load(open(a.results))
@@ -325,6 +467,8 @@ def main():
         out += churn_section(r)
     if "large" in r:
         out += large_section(r, plots)
+    if os.path.exists(a.peer):
+        out += peer_section(json.load(open(a.peer)), plots)
     out += gaps(r, install)
     open(os.path.join(a.docs, "performance.md"), "w").write("\n".join(out))
 

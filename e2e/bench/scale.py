@@ -100,8 +100,11 @@ def free_port() -> int:
 def variant(i: int) -> str:
     """The sample infrastructure release with its own API group and ClusterRole names."""
     text = open(os.path.join(SAMPLES, "sample-infrastructure", "v0.2.0", "infrastructure-components.yaml")).read()
+    # The aggregated ClusterRole too: with one name for all, the providers took turns rewriting
+    # it (the peer scenario's audit log, 2026-11-26: 326 ClusterRole patches for 10 providers).
     return (text.replace("infrastructure.sample.", f"infrastructure.sample{i}.")
-            .replace("sample-infra-manager-role", f"sample{i}-infra-manager-role"))
+            .replace("sample-infra-manager-role", f"sample{i}-infra-manager-role")
+            .replace("sample-infra-aggregated-manager-role", f"sample{i}-infra-aggregated-manager-role"))
 
 
 def providers(n: int):

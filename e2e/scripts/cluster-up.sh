@@ -3,7 +3,7 @@
 # kube-controller-manager, kube-scheduler and kwok (one fake node whose pods become Running and
 # Ready). Everything listens on 127.0.0.1 only, on free ports; data lives in one directory.
 #
-#   cluster-up.sh [--dir DIR] [--watch-pid PID] [--process-node IMAGES_FILE] [--real-node]
+#   cluster-up.sh [--dir DIR] [--watch-pid PID] [--process-node IMAGES_FILE] [--real-node] [--audit]
 #
 # --dir           state directory (default: $CAPI_CLUSTER_DIR or /tmp/capi-provider-operator-cluster-$UID)
 # --watch-pid     stop the cluster automatically once process PID exits (used by test binaries)
@@ -16,12 +16,16 @@
 #                 runc, CNI, kubelet and kube-proxy in namespaces of their own, Node "real-node"
 #                 (tainted capi-provider-operator.dev/real-node). The API server then also listens
 #                 on the node's host address and serves the `kubernetes` Service from it.
+# --audit         the API server writes an audit log of every write request (verb, user agent,
+#                 resource; no bodies) to DIR/logs/audit.log: e2e/bench/peer.py counts each
+#                 client's writes from it.
 #
 # Idempotent: when a healthy cluster already runs in DIR it is reused. Prints the kubeconfig path.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${CAPI_CLUSTER_DIR:-${TMPDIR:-/tmp}/capi-provider-operator-cluster-$(id -u)}
 watch_pid=""
+audit=false
 process_node_images=${CAPI_PROCESS_NODE_IMAGES:-}
 real_node=false
 while [[ $# -gt 0 ]]; do
@@ -30,6 +34,7 @@ while [[ $# -gt 0 ]]; do
     --watch-pid) watch_pid=$2; shift 2 ;;
     --process-node) process_node_images=$2; shift 2 ;;
     --real-node) real_node=true; shift ;;
+    --audit) audit=true; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -92,6 +97,14 @@ if $real_node; then
     --kubelet-preferred-address-types InternalIP
     --kubelet-client-certificate pki/admin.crt --kubelet-client-key pki/admin.key)
 fi
+audit_flags=()
+if $audit; then
+  # Writes only, at Metadata level: who (user agent) changed what, without the objects.
+  printf '%s\n' "apiVersion: audit.k8s.io/v1" "kind: Policy" "omitStages: [RequestReceived]" "rules:" \
+    "- level: Metadata" "  verbs: [create, update, patch, delete, deletecollection]" "- level: None" > audit-policy.yaml
+  audit_flags=(--audit-policy-file audit-policy.yaml --audit-log-path "$dir/logs/audit.log"
+               --audit-log-format json --audit-log-mode blocking)
+fi
 
 server="https://127.0.0.1:${API_PORT}"
 cat > kubeconfig <<EOF
@@ -135,7 +148,7 @@ start kube-apiserver "$bindir/kube-apiserver" \
   --service-account-signing-key-file pki/sa.key \
   --authorization-mode RBAC --allow-privileged=true \
   --enable-aggregator-routing=true \
-  --profiling=false
+  --profiling=false "${audit_flags[@]}"
 
 wait_ready() {
   local i

@@ -312,10 +312,9 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
     // One thread: the work is waiting on the apiserver and release sources; a single thread
     // keeps one malloc arena, so memory freed after rendering a large release is reused rather
     // than held per worker.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    metrics::LoopClock::install(builder.enable_all(), opts.metrics.clone());
+    let runtime = builder.build().context("starting the async runtime")?;
     let result = runtime.block_on(async move {
         for (addr, what) in [(metrics_addr, "metrics"), (health_addr, "health probes")] {
             let Some(addr) = addr else { continue };
@@ -329,7 +328,6 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
             tracing::info!(%addr, "serving {what}");
             tokio::spawn(server);
         }
-        tokio::spawn(metrics::watch_stalls(opts.metrics.clone()));
         let config = connect().await?;
         if args.manage_crds {
             let client =

@@ -140,7 +140,7 @@ impl Metrics {
         }
     }
 
-    /// Records how late a periodic tick of the event loop ran (see [`watch_stalls`]).
+    /// Records one busy stretch of the event loop (see [`LoopClock`]).
     pub fn stalled(&self, late: Duration) {
         if let Ok(mut m) = self.inner.lock() {
             m.stalls.observe(late.as_secs_f64());
@@ -212,12 +212,12 @@ impl Metrics {
                 "capi_operator_fetch_errors_total{{source=\"{source}\",error=\"{class}\"}} {n}"
             );
         }
-        out.push_str("# HELP capi_operator_event_loop_stall_seconds How late a 100 ms tick of the operator's (single-threaded) event loop ran: time nothing else could run.\n# TYPE capi_operator_event_loop_stall_seconds histogram\n");
+        out.push_str("# HELP capi_operator_event_loop_stall_seconds How long each busy stretch of the operator's (single-threaded) event loop lasted, from waking to going idle: the longest anything else waited for the thread.\n# TYPE capi_operator_event_loop_stall_seconds histogram\n");
         m.stalls
             .write(&mut out, "capi_operator_event_loop_stall_seconds", "");
         let _ = writeln!(
             out,
-            "# HELP capi_operator_event_loop_stall_max_seconds The longest such stall since start.\n# TYPE capi_operator_event_loop_stall_max_seconds gauge\ncapi_operator_event_loop_stall_max_seconds {}",
+            "# HELP capi_operator_event_loop_stall_max_seconds The longest such stretch since start.\n# TYPE capi_operator_event_loop_stall_max_seconds gauge\ncapi_operator_event_loop_stall_max_seconds {}",
             m.max_stall
         );
         let _ = writeln!(
@@ -305,16 +305,41 @@ pub fn fetch_error_class(e: &capi_release_sources::SourceError) -> &'static str 
     }
 }
 
-/// Ticks every 100 ms and records how late each tick ran: on the operator's one thread, a long
-/// render or parse delays lease renewal and watch handling by exactly that much.
-pub async fn watch_stalls(metrics: std::sync::Arc<Metrics>) {
-    const TICK: Duration = Duration::from_millis(100);
-    let mut last = tokio::time::Instant::now();
-    loop {
-        tokio::time::sleep(TICK).await;
-        let now = tokio::time::Instant::now();
-        metrics.stalled((now - last).saturating_sub(TICK));
-        last = now;
+/// Times the busy stretches of the operator's event loop: from the moment its runtime wakes
+/// (the thread unparks) to the moment it goes idle again (parks). On the one thread, a long
+/// render or parse delays lease renewal and watch handling by at most that much. The runtime
+/// calls these hooks only when it wakes for work anyway, so an idle operator is never woken
+/// to measure (a periodic probe timer cost 600 wake-ups a minute).
+#[derive(Debug)]
+pub struct LoopClock {
+    metrics: std::sync::Arc<Metrics>,
+    woke: Mutex<Option<std::time::Instant>>,
+}
+
+impl LoopClock {
+    /// Installs the hooks on `builder`; the first stretch starts now (the runtime starts busy).
+    pub fn install(builder: &mut tokio::runtime::Builder, metrics: std::sync::Arc<Metrics>) {
+        let clock = std::sync::Arc::new(LoopClock {
+            metrics,
+            woke: Mutex::new(Some(std::time::Instant::now())),
+        });
+        let parked = clock.clone();
+        builder
+            .on_thread_unpark(move || clock.unparked())
+            .on_thread_park(move || parked.parked());
+    }
+
+    fn unparked(&self) {
+        if let Ok(mut w) = self.woke.lock() {
+            *w = Some(std::time::Instant::now());
+        }
+    }
+
+    fn parked(&self) {
+        let woke = self.woke.lock().ok().and_then(|mut w| w.take());
+        if let Some(t) = woke {
+            self.metrics.stalled(t.elapsed());
+        }
     }
 }
 
@@ -438,6 +463,44 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    /// The busy stretches an event loop with the hooks reports: (count, longest in seconds).
+    fn stretches(m: &Metrics) -> (u64, f64) {
+        let text = m.render();
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        (
+            value("capi_operator_event_loop_stall_seconds_count{}") as u64,
+            value("capi_operator_event_loop_stall_max_seconds"),
+        )
+    }
+
+    #[test]
+    fn a_blocked_event_loop_is_seen_and_an_idle_one_is_not_woken() {
+        let metrics = std::sync::Arc::new(Metrics::default());
+        let mut builder = tokio::runtime::Builder::new_current_thread();
+        LoopClock::install(builder.enable_all(), metrics.clone());
+        let Ok(rt) = builder.build() else {
+            panic!("no runtime");
+        };
+        // Idle: one timer 600 ms away; nothing may wake the loop before it (a 100 ms probe
+        // timer would make six stretches).
+        rt.block_on(async { tokio::time::sleep(Duration::from_millis(600)).await });
+        let (count, longest) = stretches(&metrics);
+        assert!(count <= 3, "{count} busy stretches while idle");
+        assert!(longest < 0.1, "idle loop busy for {longest} s");
+        // A task holding the thread for 250 ms, then the loop going idle once.
+        rt.block_on(async {
+            let _ = tokio::spawn(async { std::thread::sleep(Duration::from_millis(250)) }).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        });
+        let (_, longest) = stretches(&metrics);
+        assert!(longest >= 0.25, "the 250 ms block was seen as {longest} s");
     }
 
     #[test]
