@@ -8,6 +8,7 @@ pub mod image;
 pub mod kinds;
 pub mod normalize;
 pub mod note;
+pub mod owner;
 pub mod rollout;
 pub mod spec;
 pub mod status;

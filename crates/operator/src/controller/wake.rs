@@ -5,9 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use capi_operator_api::{
-    AnyProvider, OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL, ProviderType,
-};
+use capi_operator_api::{AnyProvider, ProviderType};
 use futures::{Stream, StreamExt};
 use k8s_openapi::{api::apps::v1::Deployment, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kube::runtime::watcher;
@@ -22,14 +20,7 @@ pub type Target = (ProviderType, String, String);
 /// A background task: a watch, or a controller.
 pub type Task = std::pin::Pin<Box<dyn futures::Future<Output = ()> + Send>>;
 
-/// The provider an object's owner labels name (type, namespace, name).
-pub fn owner_of(labels: &BTreeMap<String, String>) -> Option<Target> {
-    Some((
-        ProviderType::from_kind(labels.get(OWNER_KIND_LABEL)?)?,
-        labels.get(OWNER_NAMESPACE_LABEL)?.clone(),
-        labels.get(OWNER_NAME_LABEL)?.clone(),
-    ))
-}
+pub use capi_operator_api::owner::owner_of;
 
 /// Routes watch events to the controllers of the provider they concern: those of its type in
 /// every served API (the one without such an object drops the request).

@@ -12,7 +12,7 @@ use std::{
     },
 };
 
-use capi_operator_api::{AnyProvider, OWNER_API_LABEL, ProviderApi, ProviderType};
+use capi_operator_api::{AnyProvider, ProviderApi, ProviderType};
 use k8s_openapi::{api::apps::v1::Deployment, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kube::{
     Resource, ResourceExt,
@@ -25,29 +25,8 @@ use super::{
     wake::{self, CoreSeen, Target},
 };
 use capi_cluster_io::provider_kind::ProviderKind;
-
-/// The provider an installed object names as its installer: the API label, type, namespace
-/// and name of its owner labels.
-pub type Owner = (Option<String>, ProviderType, String, String);
-
-fn owner_key(labels: &BTreeMap<String, String>) -> Option<Owner> {
-    let (t, ns, name) = wake::owner_of(labels)?;
-    Some((labels.get(OWNER_API_LABEL).cloned(), t, ns, name))
-}
-
-fn owner_of_provider(p: &AnyProvider) -> Owner {
-    (
-        p.api.owner_label().map(str::to_string),
-        p.provider_type,
-        p.namespace().to_string(),
-        p.name().to_string(),
-    )
-}
-
-/// Whether an object's labels name `p` as its installer.
-pub fn owned_by(labels: &BTreeMap<String, String>, p: &AnyProvider) -> bool {
-    owner_key(labels).is_some_and(|o| o == owner_of_provider(p))
-}
+pub use capi_operator_api::owner::owned_by;
+use capi_operator_api::owner::{Owner, owner_key, owner_of_provider};
 
 /// Providers as the index holds them: a shared list that a query hands out without copying
 /// (cloning it copies a pointer). It reads as a slice; iterating it by value yields copies.

@@ -14,10 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use capi_operator_api::{
-    AnyProvider, DeletionPolicy, OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL,
-    conditions::DELETING,
-};
+use capi_operator_api::{AnyProvider, DeletionPolicy, conditions::DELETING, owner::owned_by};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{Note, conditions::Desired, reason};
@@ -208,9 +205,7 @@ fn belongs(
     let name = o.meta.name.as_deref().unwrap_or_default();
     let empty = BTreeMap::new();
     let labels = o.meta.labels.as_ref().unwrap_or(&empty);
-    let owned = labels.get(OWNER_KIND_LABEL).map(String::as_str) == Some(p.provider_type.kind())
-        && labels.get(OWNER_NAMESPACE_LABEL).map(String::as_str) == Some(p.namespace())
-        && labels.get(OWNER_NAME_LABEL).map(String::as_str) == Some(p.name());
+    let owned = owned_by(labels, p);
     let derived = o
         .meta
         .owner_references
@@ -270,7 +265,8 @@ fn input(
 mod tests {
     use super::*;
     use capi_operator_api::{
-        ConfigMapReference, FetchConfiguration, ProviderSpec, ProviderType, conditions::reason as r,
+        ConfigMapReference, FetchConfiguration, OWNER_KIND_LABEL, OWNER_NAME_LABEL,
+        OWNER_NAMESPACE_LABEL, ProviderSpec, ProviderType, conditions::reason as r,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
