@@ -95,14 +95,27 @@ unit: ## Unit tests (no cluster).
 	$(CARGO) test --workspace --lib --bins
 
 .PHONY: integration
-integration: control-plane providers process-node ## Integration tests against one shared local control plane; tests of real managers start their own with a process node.
+# The operator's areas that run real managers on a node of their own (process node or real node;
+# each starts its own private cluster, under root): they spend most of their time waiting for
+# pods, so they run in a second test process beside everything else instead of after it.
+NODE_AREAS := node:: root:: clusterctl:: upgrade_real::
+
+integration: control-plane providers process-node ## Integration tests against one shared local control plane; the areas of real managers (NODE_AREAS) start their own clusters with a node, in a second test process run beside the rest.
 	@dir=$$(mktemp -u -t capi-it-XXXXXX); \
-	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true' EXIT; \
+	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true; rm -f '"$$dir"'.node.log' EXIT; \
 	images=$$($(SCRIPTS)/build-providers.sh); \
 	kc=$$($(SCRIPTS)/cluster-up.sh --dir $$dir); \
-	CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl CAPI_HELM=$$($(SCRIPTS)/helm.sh) \
-	CAPI_PROVIDER_IMAGES=$$images CAPI_PROCESS_NODE_BIN=$(CARGO_TARGET_DIR)/debug/capi-process-node \
-	  $(CARGO) test --workspace --no-fail-fast --test '*'
+	export CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl CAPI_HELM=$$($(SCRIPTS)/helm.sh) \
+	  CAPI_PROVIDER_IMAGES=$$images CAPI_PROCESS_NODE_BIN=$(CARGO_TARGET_DIR)/debug/capi-process-node; \
+	$(CARGO) test --workspace --test '*' --no-run -q; \
+	$(CARGO) test -p capi-provider-operator --test it -- $(NODE_AREAS) > $$dir.node.log 2>&1 & node=$$!; \
+	rest=0; operator=0; nodes=0; \
+	$(CARGO) test --workspace --exclude capi-provider-operator --no-fail-fast --test '*' || rest=$$?; \
+	$(CARGO) test -p capi-provider-operator --test it -- $(addprefix --skip ,$(NODE_AREAS)) || operator=$$?; \
+	wait $$node || nodes=$$?; \
+	echo "=== the operator's areas of real managers ($(NODE_AREAS)):"; cat $$dir.node.log; \
+	echo "integration: rest=$$rest operator=$$operator node-areas=$$nodes"; \
+	test $$rest = 0 && test $$operator = 0 && test $$nodes = 0
 
 .PHONY: real-node-check
 real-node-check: control-plane images ## The real node (containerd, runc, CNI, kubelet, kube-proxy): a restricted pod reaches the API server through its Service and is reached at its IP; release images pull through the registry mirror unchanged, a wrong tag and a private repository without its pull secret fail; cluster-down leaves nothing behind. Needs root.
