@@ -313,7 +313,7 @@ async fn copy_secret(
     let obj = json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": name, "namespace": ns, "labels": s.metadata.labels.unwrap_or_default()},
-        "type": s.type_,
+        "type": s.type_.unwrap_or_else(|| "Opaque".into()),
         "data": s.data.unwrap_or_default(),
     });
     target
