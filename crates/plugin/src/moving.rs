@@ -501,3 +501,48 @@ async fn stop_managers(source: &Cluster, p: &AnyProvider) -> anyhow::Result<usiz
     }
     Ok(list.items.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The copy is the declaration alone: spec, name, namespace, labels and annotations; never
+    /// the status, server-set metadata or kubectl's last-applied copy (which could hold values).
+    #[test]
+    fn the_declaration_copied_to_the_target_has_no_status_nor_server_metadata() -> anyhow::Result<()>
+    {
+        let source = json!({
+            "apiVersion": "management.cluster.x-k8s.io/v1alpha1",
+            "kind": "InfrastructureProvider",
+            "metadata": {
+                "name": "sample", "namespace": "sample-infra-system",
+                "uid": "1234", "resourceVersion": "99", "generation": 3,
+                "finalizers": ["management.cluster.x-k8s.io/cleanup"],
+                "labels": {"team": "infra"},
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": "{\"secret\":\"value\"}",
+                    "note": "kept"
+                }
+            },
+            "spec": {"version": "v0.2.0", "secretName": "sample-vars", "deletionPolicy": "Purge"},
+            "status": {"installedVersion": "v0.2.0", "contract": "v1beta2"}
+        });
+        let p = AnyProvider::from_value(source)?;
+        let d = declaration(&p)?;
+        assert_eq!(
+            d,
+            json!({
+                "apiVersion": "management.cluster.x-k8s.io/v1alpha1",
+                "kind": "InfrastructureProvider",
+                "metadata": {
+                    "name": "sample", "namespace": "sample-infra-system",
+                    "labels": {"team": "infra"},
+                    "annotations": {"note": "kept"}
+                },
+                "spec": {"version": "v0.2.0", "secretName": "sample-vars", "deletionPolicy": "Purge"}
+            })
+        );
+        assert_eq!(selector_string(p.metadata.labels.as_ref()), "team=infra");
+        Ok(())
+    }
+}
