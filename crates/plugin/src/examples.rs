@@ -17,6 +17,14 @@ pub const DIFF: &str = "Examples:
   # What upgrading the installed provider cluster-api to v1.12.1 would change
   kubectl capi-providers diff cluster-api --version v1.12.1";
 
+/// Examples of `move`.
+pub const MOVE: &str = "Examples:
+  # What moving to the cluster of target.kubeconfig would do (nothing is changed)
+  kubectl capi-providers move --to-kubeconfig target.kubeconfig --dry-run
+
+  # Move the providers and every Cluster, with clusterctl v1.12+ from a path
+  kubectl capi-providers move --to-kubeconfig target.kubeconfig --clusterctl ./clusterctl";
+
 /// Examples of `render`.
 pub const RENDER: &str = "Examples:
   # The objects the operator applies for a provider in the cluster, from its own source

@@ -12,6 +12,8 @@
 //! - `describe`: a release's variables (with defaults) and images.
 //! - `render`: the objects the operator would apply for a provider, from every source it reads;
 //!   `diff`: what it would change on the live cluster (exit 1 on differences, as `kubectl diff`).
+//! - `move`: moves the management cluster to another one (providers, their inputs, then
+//!   `clusterctl move`, then the source's providers retired), refusing when the sides differ.
 //! - `completion`: shell completion scripts; `krew-manifest`: the krew manifest of this build.
 
 // The project rule: no function over 80 lines (threshold in the workspace clippy.toml).
@@ -38,6 +40,7 @@ mod init;
 mod krew;
 mod migrate;
 mod mirror;
+mod moving;
 mod output;
 mod preload;
 mod progress;
@@ -89,6 +92,11 @@ enum Command {
     /// 1: differences, 2: an error.
     #[command(after_help = examples::DIFF)]
     Diff(Box<diff::Args>),
+    /// Move the management cluster to another one: declare the providers there, wait for
+    /// Ready, `clusterctl move` the Clusters, retire the source's providers. Refuses when the
+    /// two sides' versions or contracts differ.
+    #[command(after_help = examples::MOVE)]
+    Move(Box<moving::Args>),
     /// Print a shell completion script for kubectl-capi_providers.
     #[command(after_help = examples::COMPLETION)]
     Completion {
@@ -189,6 +197,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Move(args) => moving::run(&args, &cli.cluster).await,
         Command::Completion { shell } => {
             print_completion(shell);
             Ok(())

@@ -39,15 +39,16 @@ use serde_json::Value;
 use support::*;
 
 const T: Duration = Duration::from_secs(180);
-const INFRA_NS: &str = "sample-infra-system";
+pub(crate) const INFRA_NS: &str = "sample-infra-system";
 
 /// Everything this test needs from outside the repository, or why it is skipped.
-struct Parts {
-    releases: PathBuf,
-    clusterctl: PathBuf,
+pub(crate) struct Parts {
+    pub(crate) releases: PathBuf,
+    pub(crate) clusterctl: PathBuf,
 }
 
-fn parts(test: &str) -> Option<Parts> {
+/// The parts, or `None` after saying loudly why `test` is skipped.
+pub(crate) fn parts(test: &str) -> Option<Parts> {
     let Some(shared) = shared_dir() else {
         eprintln!(
             "SKIPPED {test}: ../shared (or CAPI_SHARED_DIR) is absent, so the real Cluster API releases are not available"
@@ -83,7 +84,7 @@ fn providers(version: &str) -> String {
 }
 
 /// One management cluster: CRDs, releases in ConfigMaps, the operator, the providers Ready.
-async fn management_cluster(
+pub(crate) async fn management_cluster(
     cluster: &TestCluster,
     parts: &Parts,
     version: &str,

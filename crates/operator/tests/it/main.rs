@@ -15,6 +15,7 @@ mod install_airgapped;
 mod lifecycle;
 mod lifecycle_kill;
 mod monitoring;
+mod move_management_cluster;
 mod net;
 mod node;
 mod production;
