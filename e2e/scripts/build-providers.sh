@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Builds the real provider managers the process node runs, from the Go module proxy, into a cache
 # directory keyed by version (a second run is a no-op):
-#   - the Cluster API managers of each version in CAPI_VERSIONS: core (cluster-api-controller),
-#     kubeadm bootstrap (kubeadm-bootstrap-controller), kubeadm control plane
-#     (kubeadm-control-plane-controller) — one `go build` per version, so the three share compilation —
-#     and that version's clusterctl (the tests run it against operator-managed providers);
+#   - the Cluster API managers of each version in CAPI_VERSIONS and CAPI_MANAGER_VERSIONS: core
+#     (cluster-api-controller), kubeadm bootstrap (kubeadm-bootstrap-controller), kubeadm control plane
+#     (kubeadm-control-plane-controller), sharing the Go build cache — and, for CAPI_VERSIONS only,
+#     that version's clusterctl (the tests run it against operator-managed providers);
+#   - the releases of those versions as Cluster API publishes them (core-components.yaml,
+#     bootstrap-components.yaml, control-plane-components.yaml, metadata.yaml), assembled with
+#     kustomize from each module's own config/ into releases/<provider>/<version>/ — the layout of
+#     ../shared/testdata/providers;
+#   - the docker (in-memory) provider of CAPI_VERSIONS and CAPD_VERSIONS, with its release;
 #   - cert-manager CERT_MANAGER_VERSION: controller, cainjector, webhook, and its release manifest
 #     (cert-manager.yaml: CRDs, RBAC, Deployments, Services, webhook configurations) rendered from the
 #     Helm chart inside the same module with the project's helm, as cert-manager's release tooling does;
@@ -26,6 +31,14 @@ export CGO_ENABLED=0 GOFLAGS=-mod=mod
 # every change rebuilds the control plane.
 KUSTOMIZE_VERSION=v5.7.0
 GO_OPERATOR_VERSION=v0.28.0
+# Cluster API lines the tests run besides CAPI_VERSIONS (managers and releases, no clusterctl), kept
+# here for the same reason: v1.10, the last line of contract v1beta1, and v1.13 and v1.14, what users
+# run. Each is the newest patch of its line whose module zip the proxy serves (v1.13.7+ and v1.14.3
+# are refused, v1.10.10 is the line's last).
+CAPI_MANAGER_VERSIONS="v1.10.10 v1.13.6 v1.14.2"
+# The docker (in-memory) provider of these lines that the tests run (the v1beta1 → v1beta2 upgrade
+# starts on v1.10; the test module of v1.14 needs packages the proxy does not serve).
+CAPD_VERSIONS="v1.10.10"
 
 stamp_of() { # module dir → stamp name covering its go.sum and this script
   cat "$1/go.sum" "$1/go.mod" "$0" | sha256sum | cut -c1-16
@@ -40,17 +53,60 @@ capi_ldflags() { # version → linker flags stamping Cluster API's version packa
   echo "$ld"
 }
 
-build_capi() { # version
+build_capi() { # version, "clusterctl" to build it too
   local v=$1 mod="$mods/cluster-api-$1" out="$root/cluster-api-$1"
   local stamp; stamp="$out/.complete-$(stamp_of "$mod")"
   [[ -f "$stamp" ]] && return 0
   mkdir -p "$out"
   local ld; ld=$(capi_ldflags "$v")
+  # v1.14 moved the core manager's main package from the module root to core/.
+  local core=sigs.k8s.io/cluster-api src
+  src=$(cd "$mod" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)
+  [[ -f "$src/core/main.go" ]] && core=sigs.k8s.io/cluster-api/core
   echo "build-providers: building Cluster API $v managers into $out (first time: several minutes)" >&2
-  (cd "$mod" && go build -trimpath -ldflags "$ld" -o "$out/cluster-api-controller" sigs.k8s.io/cluster-api \
+  (cd "$mod" && go build -trimpath -ldflags "$ld" -o "$out/cluster-api-controller" "$core" \
     && go build -trimpath -ldflags "$ld" -o "$out/kubeadm-bootstrap-controller" sigs.k8s.io/cluster-api/bootstrap/kubeadm \
-    && go build -trimpath -ldflags "$ld" -o "$out/kubeadm-control-plane-controller" sigs.k8s.io/cluster-api/controlplane/kubeadm \
-    && go build -trimpath -ldflags "$ld" -o "$out/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl) >&2
+    && go build -trimpath -ldflags "$ld" -o "$out/kubeadm-control-plane-controller" sigs.k8s.io/cluster-api/controlplane/kubeadm) >&2
+  if [[ "${2:-}" == clusterctl ]]; then
+    (cd "$mod" && go build -trimpath -ldflags "$ld" -o "$out/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl) >&2
+  fi
+  touch "$stamp"
+}
+
+# The release as Cluster API's `make release` makes it: `manifest-modification` sets each manager's
+# image (registry.k8s.io/cluster-api/NAME:VERSION) and pull policy (IfNotPresent) in its
+# config/default patches, `release-manifests` runs kustomize over config/default of the core (the
+# module root's config/, core/config/ from v1.14 on), bootstrap/kubeadm and controlplane/kubeadm,
+# and copies the repository's metadata.yaml.
+assemble_capi() { # version
+  local v=$1 mod="$mods/cluster-api-$1" dest="$root/releases"
+  local stamp; stamp="$dest/.complete-$v-$(stamp_of "$mod")"
+  [[ -f "$stamp" ]] && return 0
+  local kustomize src cfg core provider dir file image
+  kustomize=$(build_kustomize)
+  src=$(cd "$mod" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)
+  core=config; [[ -d "$src/core/config" ]] && core=core/config
+  cfg=$(mktemp -d)
+  while read -r provider dir file image; do
+    mkdir -p "$cfg/$dir"
+    cp -r "$src/$dir/." "$cfg/$dir/"
+    chmod -R u+w "$cfg/$dir"
+    sed -i "s@image: .*@image: registry.k8s.io/cluster-api/$image:$v@" "$cfg/$dir/default/manager_image_patch.yaml"
+    sed -i "s@imagePullPolicy: .*@imagePullPolicy: IfNotPresent@" "$cfg/$dir/default/manager_pull_policy.yaml"
+    mkdir -p "$dest/$provider/$v"
+    "$kustomize" build "$cfg/$dir/default" > "$dest/$provider/$v/$file"
+    grep -q "image: registry.k8s.io/cluster-api/$image:$v" "$dest/$provider/$v/$file" \
+      || { echo "build-providers: the assembled $provider $v release lacks its image" >&2; return 1; }
+    # The module cache's files are read-only; the copy must not be (a rebuild overwrites it).
+    rm -f "$dest/$provider/$v/metadata.yaml"
+    cp "$src/metadata.yaml" "$dest/$provider/$v/metadata.yaml"
+    chmod u+w "$dest/$provider/$v/metadata.yaml"
+  done <<EOF
+cluster-api $core core-components.yaml cluster-api-controller
+bootstrap-kubeadm bootstrap/kubeadm/config bootstrap-components.yaml kubeadm-bootstrap-controller
+control-plane-kubeadm controlplane/kubeadm/config control-plane-components.yaml kubeadm-control-plane-controller
+EOF
+  rm -rf "$cfg"
   touch "$stamp"
 }
 
@@ -188,7 +244,9 @@ render_go_operator() { # version, out, module dir
     || { echo "build-providers: the rendered cluster-api-operator release lacks its image" >&2; return 1; }
 }
 
-for v in $CAPI_VERSIONS; do build_capi "$v"; build_capd "$v"; done
+for v in $CAPI_VERSIONS; do build_capi "$v" clusterctl; build_capd "$v"; assemble_capi "$v"; done
+for v in $CAPI_MANAGER_VERSIONS; do build_capi "$v"; assemble_capi "$v"; done
+for v in $CAPD_VERSIONS; do build_capd "$v"; done
 build_go_operator "$GO_OPERATOR_VERSION"
 build_cert_manager "$CERT_MANAGER_VERSION"
 
@@ -196,12 +254,12 @@ images="$root/images.yaml"
 {
   echo "# Generated by e2e/scripts/build-providers.sh: image repository (last path segment) and tag → binary."
   echo "images:"
-  for v in $CAPI_VERSIONS; do
+  for v in $CAPI_VERSIONS $CAPI_MANAGER_VERSIONS; do
     for b in cluster-api-controller kubeadm-bootstrap-controller kubeadm-control-plane-controller; do
       printf -- '- repository: %s\n  tag: %s\n  binary: %s\n' "$b" "$v" "$root/cluster-api-$v/$b"
     done
   done
-  for v in $CAPI_VERSIONS; do
+  for v in $CAPI_VERSIONS $CAPD_VERSIONS; do
     printf -- '- repository: capd-manager\n  tag: %s\n  binary: %s\n' "$v" "$root/capd-$v/capd-manager"
   done
   for c in controller cainjector webhook; do

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # make images: packages every manager binary build-providers.sh builds (the Cluster API managers of
-# each CAPI_VERSIONS, the docker/in-memory provider, cert-manager, the Go cluster-api-operator; all
-# CGO_ENABLED=0 static, checked here) as a one-layer OCI image (oci-image.py) and pushes it (oci-push.py)
-# to a local registry (docker-registry, TLS, basic auth) under the repository and tag its release
-# manifest names, kept as the registry's storage host by host: registry.k8s.io/cluster-api/
-# cluster-api-controller:v1.12.0 is the repository `registry.k8s.io/cluster-api/cluster-api-controller`.
+# each CAPI_VERSIONS and CAPI_MANAGER_VERSIONS, the docker/in-memory provider, cert-manager, the Go
+# cluster-api-operator; all CGO_ENABLED=0 static, checked here) as a one-layer OCI image (oci-image.py)
+# and pushes it (oci-push.py) to a local registry (docker-registry, TLS, basic auth) under the
+# repository and tag its release manifest names, kept as the registry's storage host by host:
+# registry.k8s.io/cluster-api/cluster-api-controller:v1.12.0 is the repository
+# `registry.k8s.io/cluster-api/cluster-api-controller`.
 # The real node's registry serves that storage read-only and containerd's mirror configuration maps
 # each upstream host to its path there (real-node-up.sh), so release manifests are applied
 # unchanged. One image is also pushed to a second storage, served with authentication only: the
@@ -30,11 +31,16 @@ tools=$(cat "$here/oci-image.py" "$here/oci-push.py" | sha256sum | cut -c1-16)
 
 # "REF BINARY DEST": the image each release manifest names, the binary in it, and where.
 specs() {
-  local v c
-  for v in $CAPI_VERSIONS; do
+  local v c managers capd
+  # The lines build-providers.sh builds besides CAPI_VERSIONS (kept there, see its comment).
+  managers=$(sed -n 's/^CAPI_MANAGER_VERSIONS="\(.*\)"$/\1/p' "$here/build-providers.sh")
+  capd=$(sed -n 's/^CAPD_VERSIONS="\(.*\)"$/\1/p' "$here/build-providers.sh")
+  for v in $CAPI_VERSIONS $managers; do
     for c in cluster-api-controller kubeadm-bootstrap-controller kubeadm-control-plane-controller; do
       echo "registry.k8s.io/cluster-api/$c:$v $providers/cluster-api-$v/$c /manager"
     done
+  done
+  for v in $CAPI_VERSIONS $capd; do
     echo "registry.k8s.io/cluster-api/capd-manager:$v $providers/capd-$v/capd-manager /manager"
   done
   for c in controller cainjector webhook; do
@@ -68,7 +74,7 @@ done < <(specs)
 if [[ ${#todo[@]} -eq 0 ]]; then echo "$store"; exit 0; fi
 
 # The release manifests name every image pushed, so a renamed one fails here, not on the node.
-manifests=("$providers"/*/release/*.yaml "$providers"/*/*.yaml "${CAPI_SHARED_DIR:-/work/shared}/testdata")
+manifests=("$providers"/*/release/*.yaml "$providers"/*/*.yaml "$providers/releases" "${CAPI_SHARED_DIR:-/work/shared}/testdata")
 for spec in "${todo[@]}"; do
   ref=${spec%% *}
   grep -rqF "$ref" "${manifests[@]}" 2>/dev/null || { log "no release manifest names $ref"; exit 1; }

@@ -133,6 +133,14 @@ const KNOWN: &[(ProviderType, &str, &str, &str)] = &[
         "syself/cluster-api-provider-hetzner",
         "",
     ),
+    // In clusterctl's list from v1.10 to v1.14 (what users run), though the list this table
+    // follows (../shared/reference) no longer names it.
+    (
+        Infrastructure,
+        "hivelocity-hivelocity",
+        "hivelocity/cluster-api-provider-hivelocity",
+        "",
+    ),
     (
         Infrastructure,
         "huawei",
@@ -405,6 +413,14 @@ pub fn default_url(t: ProviderType, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clusterctl_v1_14_names_map_to_their_repositories() {
+        assert_eq!(
+            default_url(Infrastructure, "hivelocity-hivelocity").as_deref(),
+            Some("https://github.com/hivelocity/cluster-api-provider-hivelocity/releases")
+        );
+    }
 
     #[test]
     fn specification_names_map_to_their_repositories() {

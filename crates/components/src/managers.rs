@@ -8,9 +8,10 @@
 //! identity (a mirror carries the same binary); a release whose manager image is renamed is a
 //! different binary and therefore unknown.
 //!
-//! Coverage: Cluster API v1.11 and v1.12 (`main.go` of the core, kubeadm bootstrap and kubeadm
-//! control-plane managers, `util/flags.AddManagerOptions`, component-base logging flags,
-//! `--feature-gates` and controller-runtime's `--kubeconfig`). Patch releases are assumed to
+//! Coverage: Cluster API v1.10 to v1.14 (`main.go` of the core — `core/main.go` from v1.14 on —,
+//! kubeadm bootstrap and kubeadm control-plane managers, `util/flags.AddManagerOptions`,
+//! component-base logging flags, `--feature-gates` and controller-runtime's `--kubeconfig`),
+//! each checked against the built binary's `--help` (`tests/it/manager_flags_binaries.rs`). Patch releases are assumed to
 //! have the flags of their minor. Another minor of the same major uses the nearest known
 //! minor's set, and says so (`assumed`); another major, or any other image, is unknown.
 
@@ -18,7 +19,7 @@ use std::collections::BTreeSet;
 
 use semver::Version;
 
-/// Flags every Cluster API v1.11/v1.12 manager defines: component-base logging
+/// Flags every Cluster API v1.10–v1.14 manager defines: component-base logging
 /// (`logsv1.AddFlags`, JSON format registered), `flags.AddManagerOptions`, the feature gates,
 /// controller-runtime's `--kubeconfig` (Go flag set), and the flags each `main.go` repeats.
 const CAPI_COMMON: &[&str] = &[
@@ -58,7 +59,7 @@ const CAPI_COMMON: &[&str] = &[
     "health-addr",
 ];
 
-/// Core manager (`main.go` at the module root), v1.11 and v1.12 alike.
+/// Core manager (`main.go` at the module root, `core/main.go` from v1.14), v1.10 to v1.14 alike.
 const CAPI_CORE: &[&str] = &[
     "additional-sync-machine-annotations",
     "additional-sync-machine-labels",
@@ -79,14 +80,15 @@ const CAPI_CORE: &[&str] = &[
     "runtime-extension-client-key-file",
 ];
 
-/// Kubeadm bootstrap manager (`bootstrap/kubeadm/main.go`), v1.11 and v1.12 alike.
+/// Kubeadm bootstrap manager (`bootstrap/kubeadm/main.go`), v1.10 to v1.14 alike.
 const CAPI_KUBEADM_BOOTSTRAP: &[&str] = &["bootstrap-token-ttl", "kubeadmconfig-concurrency"];
 
-/// The bootstrap manager still accepts `--cluster-concurrency` but marks it deprecated ("has no
-/// function anymore"): hidden from `--help`, never set for maxConcurrentReconciles.
+/// The bootstrap manager of v1.10 to v1.12 still accepts `--cluster-concurrency` but marks it
+/// deprecated ("has no function anymore"): hidden from `--help`, never set for
+/// maxConcurrentReconciles. v1.13 removed it: the manager would exit at start on it.
 const CAPI_KUBEADM_BOOTSTRAP_DEPRECATED: &[&str] = &["cluster-concurrency"];
 
-/// Kubeadm control-plane manager (`controlplane/kubeadm/main.go`) of v1.11.
+/// Kubeadm control-plane manager (`controlplane/kubeadm/main.go`) of v1.10 and v1.11.
 const CAPI_KUBEADM_CONTROL_PLANE_V1_11: &[&str] = &[
     "etcd-call-timeout-duration",
     "etcd-client-log-level",
@@ -95,7 +97,8 @@ const CAPI_KUBEADM_CONTROL_PLANE_V1_11: &[&str] = &[
     "remote-conditions-grace-period",
 ];
 
-/// v1.12 added the runtime extension client certificate flags to the control-plane manager.
+/// v1.12 added the runtime extension client certificate flags to the control-plane manager (v1.13
+/// and v1.14 alike).
 const CAPI_KUBEADM_CONTROL_PLANE_V1_12: &[&str] = &[
     "etcd-call-timeout-duration",
     "etcd-client-log-level",
@@ -106,8 +109,8 @@ const CAPI_KUBEADM_CONTROL_PLANE_V1_12: &[&str] = &[
     "runtime-extension-client-key-file",
 ];
 
-/// Feature gates of Cluster API v1.11 (`feature/feature.go`; all three managers share them),
-/// plus component-base's `AllAlpha` and `AllBeta`.
+/// Feature gates of Cluster API v1.10 and v1.11 (`feature/feature.go`; all three managers share
+/// them), plus component-base's `AllAlpha` and `AllBeta`.
 const CAPI_GATES_V1_11: &[&str] = &[
     "AllAlpha",
     "AllBeta",
@@ -121,7 +124,8 @@ const CAPI_GATES_V1_11: &[&str] = &[
     "RuntimeSDK",
 ];
 
-/// Feature gates of Cluster API v1.12: ClusterResourceSet removed, three added.
+/// Feature gates of Cluster API v1.12 (v1.13 and v1.14 alike): ClusterResourceSet removed, three
+/// added.
 const CAPI_GATES_V1_12: &[&str] = &[
     "AllAlpha",
     "AllBeta",
@@ -137,6 +141,9 @@ const CAPI_GATES_V1_12: &[&str] = &[
     "RuntimeSDK",
 ];
 
+/// v1.14 added `--tls-curve-preferences` to `util/flags.AddManagerOptions`, so to every manager.
+const CAPI_ADDED_V1_14: &[&str] = &["tls-curve-preferences"];
+
 /// The flags of one minor release of a manager.
 #[derive(Debug, Clone, Copy)]
 pub struct MinorFlags {
@@ -148,6 +155,8 @@ pub struct MinorFlags {
     pub own: &'static [&'static str],
     /// Flags every manager of the project has.
     pub common: &'static [&'static str],
+    /// Flags this minor added to the common ones.
+    pub added: &'static [&'static str],
     /// Flags still accepted but deprecated without function (hidden from `--help`).
     pub deprecated: &'static [&'static str],
     /// Feature gate names `--feature-gates` accepts.
@@ -175,6 +184,7 @@ const fn capi(
         minor,
         own,
         common: CAPI_COMMON,
+        added: if minor >= 14 { CAPI_ADDED_V1_14 } else { &[] },
         deprecated: &[],
         gates,
     }
@@ -182,7 +192,11 @@ const fn capi(
 
 const fn capi_bootstrap(minor: u64, gates: &'static [&'static str]) -> MinorFlags {
     MinorFlags {
-        deprecated: CAPI_KUBEADM_BOOTSTRAP_DEPRECATED,
+        deprecated: if minor <= 12 {
+            CAPI_KUBEADM_BOOTSTRAP_DEPRECATED
+        } else {
+            &[]
+        },
         ..capi(CAPI_KUBEADM_BOOTSTRAP, minor, gates)
     }
 }
@@ -193,24 +207,33 @@ pub const KNOWN_BINARIES: &[KnownBinary] = &[
         image: "cluster-api-controller",
         provider: "cluster-api",
         minors: &[
+            capi(CAPI_CORE, 10, CAPI_GATES_V1_11),
             capi(CAPI_CORE, 11, CAPI_GATES_V1_11),
             capi(CAPI_CORE, 12, CAPI_GATES_V1_12),
+            capi(CAPI_CORE, 13, CAPI_GATES_V1_12),
+            capi(CAPI_CORE, 14, CAPI_GATES_V1_12),
         ],
     },
     KnownBinary {
         image: "kubeadm-bootstrap-controller",
         provider: "bootstrap-kubeadm",
         minors: &[
+            capi_bootstrap(10, CAPI_GATES_V1_11),
             capi_bootstrap(11, CAPI_GATES_V1_11),
             capi_bootstrap(12, CAPI_GATES_V1_12),
+            capi_bootstrap(13, CAPI_GATES_V1_12),
+            capi_bootstrap(14, CAPI_GATES_V1_12),
         ],
     },
     KnownBinary {
         image: "kubeadm-control-plane-controller",
         provider: "control-plane-kubeadm",
         minors: &[
+            capi(CAPI_KUBEADM_CONTROL_PLANE_V1_11, 10, CAPI_GATES_V1_11),
             capi(CAPI_KUBEADM_CONTROL_PLANE_V1_11, 11, CAPI_GATES_V1_11),
             capi(CAPI_KUBEADM_CONTROL_PLANE_V1_12, 12, CAPI_GATES_V1_12),
+            capi(CAPI_KUBEADM_CONTROL_PLANE_V1_12, 13, CAPI_GATES_V1_12),
+            capi(CAPI_KUBEADM_CONTROL_PLANE_V1_12, 14, CAPI_GATES_V1_12),
         ],
     },
 ];
@@ -288,7 +311,13 @@ pub fn identify(image: &str, version: &str) -> Option<ManagerFlagSet> {
         version: version.to_string(),
         table_minor: format!("v{}.{}", minor.major, minor.minor),
         assumed: minor.minor != v.minor,
-        flags: minor.common.iter().chain(minor.own).copied().collect(),
+        flags: minor
+            .common
+            .iter()
+            .chain(minor.added)
+            .chain(minor.own)
+            .copied()
+            .collect(),
         deprecated: minor.deprecated.iter().copied().collect(),
         gates: minor.gates.iter().copied().collect(),
     })
@@ -319,14 +348,14 @@ mod tests {
         assert!(!core.accepts("metrics-bind-addr") && !core.accepts("webhook-host"));
         assert_eq!(core.concurrency_flags().count(), 11);
         let later = identify(
-            "registry.k8s.io/cluster-api/cluster-api-controller:v1.13.2",
-            "v1.13.2",
+            "registry.k8s.io/cluster-api/cluster-api-controller:v1.15.2",
+            "v1.15.2",
         )
-        .ok_or("v1.13 not mapped")?;
+        .ok_or("v1.15 not mapped")?;
         assert!(later.assumed);
         assert_eq!(
             later.describe(),
-            "cluster-api v1.13.2 (flags of v1.12 assumed)"
+            "cluster-api v1.15.2 (flags of v1.14 assumed)"
         );
         assert!(identify("cluster-api-controller:v2.0.0", "v2.0.0").is_none());
         assert!(identify("capa-controller:v1.12.0", "v1.12.0").is_none());
@@ -334,6 +363,23 @@ mod tests {
             .ok_or("kcp not known")?;
         assert!(!kcp11.accepts("runtime-extension-client-cert-file"));
         assert!(kcp11.gates.contains("ClusterResourceSet"));
+        Ok(())
+    }
+
+    #[test]
+    fn flags_added_and_removed_after_v1_12_follow_the_minor() -> Result<(), String> {
+        let core14 = identify("cluster-api-controller:v1.14.2", "v1.14.2").ok_or("v1.14")?;
+        let core13 = identify("cluster-api-controller:v1.13.6", "v1.13.6").ok_or("v1.13")?;
+        assert!(!core14.assumed && !core13.assumed);
+        assert!(core14.accepts("tls-curve-preferences"));
+        assert!(!core13.accepts("tls-curve-preferences"));
+        let boot12 = identify("kubeadm-bootstrap-controller:v1.12.0", "v1.12.0").ok_or("12")?;
+        let boot13 = identify("kubeadm-bootstrap-controller:v1.13.6", "v1.13.6").ok_or("13")?;
+        assert!(boot12.is_deprecated("cluster-concurrency"));
+        assert!(!boot13.accepts("cluster-concurrency"));
+        let kcp10 =
+            identify("kubeadm-control-plane-controller:v1.10.10", "v1.10.10").ok_or("kcp v1.10")?;
+        assert!(!kcp10.assumed && !kcp10.accepts("runtime-extension-client-cert-file"));
         Ok(())
     }
 }

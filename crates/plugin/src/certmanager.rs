@@ -1,6 +1,6 @@
 //! cert-manager for `init`, as clusterctl handles it: Cluster API's releases need its kinds
 //! (Certificate, Issuer) for their webhooks, so `init` installs it when the cluster has none —
-//! a pinned default version (clusterctl v1.12's), another with `--cert-manager-version` — and
+//! a pinned default version (clusterctl v1.14's), another with `--cert-manager-version` — and
 //! waits until it is ready (its Deployments available and its webhook answering), or leaves it
 //! alone with `--skip-cert-manager`. The manifest comes from cert-manager's GitHub release, a
 //! local file or directory, or (air-gapped, `--preloaded`) the ConfigMap `preload
@@ -30,8 +30,9 @@ use serde_json::{Value, json};
 
 use crate::{cluster::Cluster, release::SourceFlags};
 
-/// The version installed by default: the one clusterctl v1.12 pins.
-pub const DEFAULT_VERSION: &str = "v1.19.1";
+/// The version installed by default: the one clusterctl v1.14 pins
+/// (`CertManagerDefaultVersion` in `cmd/clusterctl/client/config`).
+pub const DEFAULT_VERSION: &str = "v1.21.1";
 /// cert-manager's namespace (its manifest's, and the preloaded ConfigMap's).
 pub const NAMESPACE: &str = "cert-manager";
 /// The CRD whose presence means cert-manager is installed.
@@ -358,8 +359,8 @@ mod tests {
     #[test]
     fn plan_lines() {
         assert!(plan_line(None).contains("not installed"));
-        assert!(plan_line(Some(Some("v1.11.5"))).contains("v1.11.5 installed, v1.19.1 available"));
-        assert!(plan_line(Some(Some("v1.19.1"))).contains("up to date"));
+        assert!(plan_line(Some(Some("v1.11.5"))).contains("v1.11.5 installed, v1.21.1 available"));
+        assert!(plan_line(Some(Some("v1.21.1"))).contains("up to date"));
         assert!(plan_line(Some(Some("v2.0.0"))).contains("up to date"));
         assert!(plan_line(Some(None)).contains("version unknown"));
     }
@@ -368,14 +369,14 @@ mod tests {
     fn configmap_layout_round_trips_and_compresses_large_manifests() -> anyhow::Result<()> {
         for size in [10, 2 * 1024 * 1024] {
             let m = Manifest {
-                version: "v1.19.1".into(),
+                version: "v1.21.1".into(),
                 from: "test".into(),
                 text: format!("# {}\n", "x".repeat(size)),
             };
             let v = configmap(&m)?;
             assert_eq!(
                 v.pointer("/metadata/name"),
-                Some(&json!("cert-manager-v1.19.1"))
+                Some(&json!("cert-manager-v1.21.1"))
             );
             assert_eq!(v.get("binaryData").is_some(), size > 1024 * 1024);
             let cm: ConfigMap = serde_json::from_value(v)?;

@@ -172,6 +172,14 @@ pub fn provider_images() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
+/// The Cluster API releases `e2e/scripts/build-providers.sh` assembles from each module's own
+/// `config/` (`releases/<provider>/<version>/`, beside its images file, the layout of
+/// `../shared/testdata/providers`). `None` when the script has not run.
+pub fn assembled_releases() -> Option<PathBuf> {
+    let dir = provider_images()?.parent()?.join("releases");
+    dir.is_dir().then_some(dir)
+}
+
 /// The process node agent binary: `CAPI_PROCESS_NODE_BIN`, else the debug build in the cargo
 /// target directory (`make process-node` builds it).
 pub fn process_node_agent() -> Option<PathBuf> {

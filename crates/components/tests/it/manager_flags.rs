@@ -54,7 +54,7 @@ fn provider(
 }
 
 /// Args of the `manager` container of the only (or named) Deployment.
-fn manager_args(r: &Rendered) -> Vec<String> {
+pub(crate) fn manager_args(r: &Rendered) -> Vec<String> {
     r.objects
         .iter()
         .filter(|o| o["kind"] == "Deployment")

@@ -15,14 +15,14 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 /// (repository, tag, binary) of one listed image.
 type Listed = (String, String, PathBuf);
 
-/// Every manager and version the table was read for; each must be in the images file.
-const EXPECTED: &[(&str, &str)] = &[
-    ("cluster-api-controller", "v1.11.0"),
-    ("cluster-api-controller", "v1.12.0"),
-    ("kubeadm-bootstrap-controller", "v1.11.0"),
-    ("kubeadm-bootstrap-controller", "v1.12.0"),
-    ("kubeadm-control-plane-controller", "v1.11.0"),
-    ("kubeadm-control-plane-controller", "v1.12.0"),
+/// Every manager version the table was read for (each must be in the images file): the last
+/// line of contract v1beta1 (v1.10) and every v1beta2 line since.
+const VERSIONS: &[&str] = &["v1.10.10", "v1.11.0", "v1.12.0", "v1.13.6", "v1.14.2"];
+/// The managers of each version.
+const MANAGERS: &[&str] = &[
+    "cluster-api-controller",
+    "kubeadm-bootstrap-controller",
+    "kubeadm-control-plane-controller",
 ];
 
 /// (repository, tag) → binary, from the images file.
@@ -149,7 +149,10 @@ fn the_flag_table_matches_the_real_binaries() -> TestResult {
     };
     let listed = binaries(&file)?;
     let mut failures = Vec::new();
-    for (repository, tag) in EXPECTED {
+    let expected = VERSIONS
+        .iter()
+        .flat_map(|t| MANAGERS.iter().map(move |r| (*r, *t)));
+    for (repository, tag) in expected {
         let Some((_, _, binary)) = listed.iter().find(|(r, t, _)| r == repository && t == tag)
         else {
             failures.push(format!("{file} lists no binary for {repository}:{tag}"));

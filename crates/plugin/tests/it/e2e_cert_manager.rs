@@ -37,7 +37,7 @@ kind: Deployment
 metadata:
   name: cert-manager
   namespace: cert-manager
-  labels: {app.kubernetes.io/name: cert-manager, app.kubernetes.io/version: v1.19.1}
+  labels: {app.kubernetes.io/name: cert-manager, app.kubernetes.io/version: v1.21.1}
 spec:
   replicas: 1
   selector: {matchLabels: {app: cert-manager}}
@@ -45,7 +45,7 @@ spec:
     metadata: {labels: {app: cert-manager}}
     spec:
       containers:
-      - {name: controller, image: "quay.io/jetstack/cert-manager-controller:v1.19.1"}
+      - {name: controller, image: "quay.io/jetstack/cert-manager-controller:v1.21.1"}
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,7 +54,7 @@ async fn init_installs_cert_manager_from_a_preloaded_release() -> TestResult {
     let cluster = private_cluster()?;
     cluster.install_crds()?;
     let repo = TempDir::new("capi-cert-manager-release")?;
-    let release = repo.0.join("cert-manager/v1.19.1");
+    let release = repo.0.join("cert-manager/v1.21.1");
     std::fs::create_dir_all(&release)?;
     std::fs::write(release.join("cert-manager.yaml"), MANIFEST)?;
     let github = FakeServer::start(
@@ -83,7 +83,7 @@ async fn init_installs_cert_manager_from_a_preloaded_release() -> TestResult {
     preload.push(api.clone());
     let pre = run(preload).await??;
     assert!(
-        pre.stderr.contains("cert-manager v1.19.1 from GitHub release cert-manager/cert-manager v1.19.1 -> ConfigMap cert-manager/cert-manager-v1.19.1"),
+        pre.stderr.contains("cert-manager v1.21.1 from GitHub release cert-manager/cert-manager v1.21.1 -> ConfigMap cert-manager/cert-manager-v1.21.1"),
         "{}",
         pre.all()
     );
@@ -99,13 +99,13 @@ async fn init_installs_cert_manager_from_a_preloaded_release() -> TestResult {
     .await??;
     assert!(
         init.stderr.contains(
-            "cert-manager v1.19.1: installing from ConfigMap cert-manager/cert-manager-v1.19.1"
+            "cert-manager v1.21.1: installing from ConfigMap cert-manager/cert-manager-v1.21.1"
         ),
         "{}",
         init.all()
     );
     assert!(
-        init.stderr.contains("cert-manager v1.19.1: ready"),
+        init.stderr.contains("cert-manager v1.21.1: ready"),
         "{}",
         init.all()
     );
@@ -123,14 +123,14 @@ async fn init_installs_cert_manager_from_a_preloaded_release() -> TestResult {
     assert!(
         again
             .stderr
-            .contains("cert-manager v1.19.1 found: not installed again"),
+            .contains("cert-manager v1.21.1 found: not installed again"),
         "{}",
         again.all()
     );
     let plan = run(words("upgrade plan")).await??;
     assert!(
         plan.stdout
-            .contains("cert-manager: v1.19.1 installed, up to date"),
+            .contains("cert-manager: v1.21.1 installed, up to date"),
         "{}",
         plan.all()
     );
