@@ -31,9 +31,17 @@ alternates too). Per run:
 CPU seconds, RSS and writes are per-process counts, meaningful on a busy machine; wall times are
 not, so the load average is recorded and the report says when the machine was loaded.
 
+The idle window, the forced resync and the repairs take about 8 minutes per operator (mostly
+waiting), the rest of a run about 45 s; so by default they are measured in the first run of the
+scenarios BENCH_PEER_LONG names (real3), and every run measures the figures to Ready: 3 runs of
+real3, many-1, many-10 and many-30 take about 40 minutes on 2 cores (each figure to Ready a median
+of 3, the idle, resync and repair figures of one run). BENCH_PEER_LONG=all measures them in every
+run (about 4 hours).
+
 Environment: BENCH_QUICK=1 (one run, real3 and many-10, 30 s idle, 65 s resync window, 15 s repair
 timeout) to check that the scenario works; BENCH_PEER_RUNS, BENCH_PEER_IDLE (seconds),
-BENCH_PEER_SCENARIOS (comma-separated, e.g. real3,many-1) override either mode.
+BENCH_PEER_SCENARIOS (comma-separated, e.g. real3,many-1), BENCH_PEER_LONG (comma-separated
+scenarios, or all) override either mode.
 Results go to --out (default ~/.cache/capi-provider-operator/bench/peer.json) for report.py.
 """
 
@@ -62,6 +70,11 @@ RESYNC = 60
 RESYNC_WINDOW = 65 if QUICK else 2 * RESYNC + 10
 REPAIR_TIMEOUT = 15 if QUICK else 60
 SCENARIOS = os.environ.get("BENCH_PEER_SCENARIOS", "real3,many-10" if QUICK else "real3,many-1,many-10,many-30")
+# The scenarios whose first run also measures the idle window, the forced resync and the repairs.
+LONG = os.environ.get("BENCH_PEER_LONG", "all" if QUICK else "real3")
+# The figures only those runs measure.
+LONG_KEYS = ("idle_s", "cpu_per_idle_min_s", "idle_writes", "idle_lease_writes", "idle_writes_by", "rss_settled_mib",
+             "resync_writes", "resync_writes_by", "repair_image_s", "repair_deleted_s", "repair_timeout_s")
 GO_VERSION = "v0.28.0"
 OURS, GO = "ours", "go"
 GROUP = {OURS: "management.cluster.x-k8s.io", GO: "operator.cluster.x-k8s.io"}
@@ -174,6 +187,9 @@ class Peer:
     def rss(self) -> float:
         return proc_status(self.p.pid, "VmRSS")
 
+    def status(self, field: str) -> float:
+        return proc_status(self.p.pid, field)
+
     def hwm(self) -> float:
         return proc_status(self.p.pid, "VmHWM")
 
@@ -282,8 +298,14 @@ def repaired(c: Cluster, ns: str, name: str, image: str, change, timeout: float)
     return at[0] - t0 if at else None
 
 
-def measure(who: str, w: Workload, godir: str) -> dict:
-    """One run of one operator on a fresh control plane."""
+def long_run(scenario: str, i: int) -> bool:
+    """Whether run `i` of `scenario` measures the idle window, the forced resync and the repairs."""
+    return LONG == "all" or (i == 0 and scenario in LONG.split(","))
+
+
+def measure(who: str, w: Workload, godir: str, long: bool) -> dict:
+    """One run of one operator on a fresh control plane; `long`: with the idle window, the forced
+    resync and the repairs."""
     # Other work on the machine, before this run's control plane adds its own.
     load0 = os.getloadavg()[0]
     c = Cluster(audit=True)
@@ -297,10 +319,14 @@ def measure(who: str, w: Workload, godir: str) -> dict:
         time.sleep(3)
         t0 = time.monotonic()
         c.k("apply", "--server-side", "-f", "-", stdin=w.objects(who))
-        r = {"ready_s": all_there(ws) - t0, "cpu_to_ready_s": op.cpu(), "rss_ready_mib": op.rss()}
+        r = {"ready_s": all_there(ws) - t0, "cpu_to_ready_s": op.cpu(), "rss_ready_mib": op.rss(),
+             # What the RSS is made of: the binary's pages that ran, and allocated memory.
+             "rss_file_ready_mib": op.status("RssFile"), "rss_anon_ready_mib": op.status("RssAnon")}
         r["writes_to_ready"], r["lease_writes_to_ready"] = audit.writes(op.user_agent(), mark0)
-        # The idle window: everything Ready, nothing changes.
         time.sleep(5)
+        if not long:
+            return {**r, "rss_peak_mib": op.hwm(), "load": load0}
+        # The idle window: everything Ready, nothing changes.
         cpu0, mark1, t1 = op.cpu(), audit.mark(), time.monotonic()
         rss = []
         while time.monotonic() - t1 < IDLE:
@@ -387,18 +413,19 @@ def main():
         for scenario in runs:
             w = Workload(scenario)
             for who in ((OURS, GO) if i % 2 == 0 else (GO, OURS)):
-                r = measure(who, w, godir)
+                r = measure(who, w, godir, long_run(scenario, i))
                 runs[scenario][who].append(r)
                 print(f"peer {scenario} run {i + 1} {who}: {json.dumps(r)}", file=sys.stderr)
     results = {"date": time.strftime("%Y-%m-%d"), "commit": commit(), "go_version": GO_VERSION, "runs": RUNS,
-               "quick": QUICK, "cores": os.cpu_count(), "idle_s": IDLE, "resync_s": RESYNC,
+               "quick": QUICK, "long": LONG, "cores": os.cpu_count(), "idle_s": IDLE, "resync_s": RESYNC,
                "resync_window_s": RESYNC_WINDOW, "sizes": sizes(godir), "scenarios": {}}
     for scenario, by in runs.items():
         results["scenarios"][scenario] = {
-            who: {k: summary([r[k] for r in rs]) for k in rs[0]
+            who: {k: summary([r[k] for r in rs if k in r]) for k in {k: 0 for r in rs for k in r}
                   if k not in ("idle_s", "repair_timeout_s", "idle_writes_by", "resync_writes_by")}
             for who, rs in by.items()}
         results["scenarios"][scenario]["repair_timeout_s"] = REPAIR_TIMEOUT
+        results["scenarios"][scenario]["long_runs"] = sum(long_run(scenario, i) for i in range(RUNS))
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(results, f, indent=2)
