@@ -95,7 +95,7 @@ unit: ## Unit tests (no cluster).
 	$(CARGO) test --workspace --lib --bins
 
 .PHONY: integration
-integration: control-plane providers process-node ## Integration tests against one shared local control plane; tests of real managers start their own with a process node.
+integration: control-plane providers images process-node ## Integration tests against one shared local control plane; tests of real managers start their own with a process node (or a real node: node::image_pull).
 	@dir=$$(mktemp -u -t capi-it-XXXXXX); \
 	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true' EXIT; \
 	images=$$($(SCRIPTS)/build-providers.sh); \
