@@ -229,8 +229,9 @@ pub fn real_node_cluster(test: &str) -> Option<Result<&'static TestCluster, Erro
     }))
 }
 
-/// Where `e2e/scripts/images.sh` keeps the registry storage of the release images.
-fn images_store() -> PathBuf {
+/// Where `e2e/scripts/images.sh` keeps the registry storage of the release images (`public/`
+/// served to the real node's containerd, `private/`).
+pub fn images_store() -> PathBuf {
     let cache = std::env::var_os("CAPI_OPERATOR_CACHE")
         .map(PathBuf::from)
         .or_else(|| {

@@ -15,6 +15,8 @@ use support::{real::*, *};
 
 const T: Duration = Duration::from_secs(240);
 const CORE: (&str, &str, &str) = ("CoreProvider", "capi-system", "cluster-api");
+/// The label and taint of the real node.
+pub(super) const REAL_NODE_LABEL: &str = "capi-provider-operator.dev/real-node";
 const RELEASE_IMAGE: &str = "registry.k8s.io/cluster-api/cluster-api-controller";
 
 /// The core provider on the real node with `image` for its manager and `pull_secrets`.
@@ -37,7 +39,7 @@ spec:
 
 /// cert-manager's release manifest of `make providers`, scheduled onto the real node instead of
 /// the process node (its label and taint), images unchanged.
-fn cert_manager_on_real_node(test: &str) -> Option<RealParts> {
+pub(super) fn cert_manager_on_real_node(test: &str) -> Option<RealParts> {
     let shared = shared_dir()?;
     let images = capi_test_support::provider_images().or_else(|| {
         eprintln!("SKIPPED {test}: the managers are not built (e2e/scripts/build-providers.sh)");
@@ -47,9 +49,7 @@ fn cert_manager_on_real_node(test: &str) -> Option<RealParts> {
         .parent()?
         .join("cert-manager-v1.11.5/cert-manager.yaml");
     let text = std::fs::read_to_string(&manifest).ok()?;
-    let path = PathBuf::from(
-        tempfile(&text.replace(PROCESS_NODE_LABEL, "capi-provider-operator.dev/real-node")).ok()?,
-    );
+    let path = PathBuf::from(tempfile(&text.replace(PROCESS_NODE_LABEL, REAL_NODE_LABEL)).ok()?);
     Some(RealParts {
         releases: shared.join("testdata/providers"),
         cert_manager: path,

@@ -6,5 +6,6 @@ mod credential_rotation;
 mod handover_from_go_operator;
 mod helm_chart;
 mod image_pull;
+mod operator_image;
 mod real_providers;
 mod workload_cluster;
