@@ -34,6 +34,10 @@ providers: ## Build (or reuse from cache) the real Cluster API managers and cert
 images: providers ## Package the managers build-providers.sh builds as OCI images, pushed to a local registry's storage under their release names (cached by version; e2e/scripts/images.sh).
 	@$(SCRIPTS)/images.sh >/dev/null
 
+.PHONY: image
+image: images ## The operator's image, built offline from this checkout as the Dockerfile declares it (release build for amd64 and arm64 in one OCI index, glibc, CA certificates, user 65532), pushed to the images' registry storage under the chart's default reference (cached; e2e/scripts/operator-image.sh).
+	@$(SCRIPTS)/operator-image.sh >/dev/null
+
 .PHONY: cluster-up
 cluster-up: control-plane ## Start the local control plane in the background; prints the kubeconfig path.
 	@$(SCRIPTS)/cluster-up.sh
@@ -100,7 +104,7 @@ unit: ## Unit tests (no cluster).
 # pods, so they run in a second test process beside everything else instead of after it.
 NODE_AREAS := node:: root:: clusterctl:: upgrade_real::
 
-integration: control-plane providers process-node ## Integration tests against one shared local control plane; the areas of real managers (NODE_AREAS) start their own clusters with a node, in a second test process run beside the rest.
+integration: control-plane providers images image process-node ## Integration tests against one shared local control plane; the areas of real managers (NODE_AREAS) start their own clusters with a node (process node, or the real node: node::image_pull, node::operator_image), in a second test process run beside the rest.
 	@dir=$$(mktemp -u -t capi-it-XXXXXX); \
 	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true; rm -f '"$$dir"'.node.log' EXIT; \
 	images=$$($(SCRIPTS)/build-providers.sh); \

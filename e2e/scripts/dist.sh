@@ -43,15 +43,9 @@ platform() {
   esac
 }
 
-# The linker and C compiler (ring's assembly) for linux/arm64: Debian's cross gcc.
-arm64_toolchain() {
-  if ! command -v aarch64-linux-gnu-gcc >/dev/null; then
-    say "installing gcc-aarch64-linux-gnu (Debian)"
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc-aarch64-linux-gnu libc6-dev-arm64-cross >/dev/null
-  fi
-  export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
-  export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
-}
+# arm64_toolchain: Debian's cross gcc for linux/arm64.
+# shellcheck source=cross.sh
+source "$here/cross.sh"
 
 # cargo-zigbuild from crates.io and zig from PyPI (the ziglang wheel), both cached.
 zig_toolchain() {

@@ -26,6 +26,8 @@ pub(crate) enum Kind {
     Second,
     /// [`crate::process_node_cluster`].
     ProcessNode,
+    /// [`crate::real_node_cluster`].
+    RealNode,
 }
 
 type Started = Result<&'static TestCluster, String>;

@@ -207,6 +207,60 @@ pub fn real_cluster() -> Option<Result<&'static TestCluster, Error>> {
     ))
 }
 
+/// Name of the Node `cluster-up.sh --real-node` registers (`e2e/scripts/real-node-up.sh`): a
+/// kubelet with containerd and runc, tainted and labelled `capi-provider-operator.dev/real-node`.
+pub const REAL_NODE_NAME: &str = "real-node";
+
+/// A private cluster of the current area with a real node (`cluster-up.sh --real-node`), whose
+/// containerd pulls the images of `make images` through its registry mirror. `None` (after
+/// saying why on stderr) without root or without those images. Started on first use.
+pub fn real_node_cluster(test: &str) -> Option<Result<&'static TestCluster, Error>> {
+    // The node's namespaces, mounts and iptables need root.
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false);
+    if !root {
+        eprintln!("SKIPPED {test}: the real node needs root");
+        return None;
+    }
+    if !images_store().join("public").is_dir() {
+        eprintln!("SKIPPED {test}: no release images (make images)");
+        return None;
+    }
+    Some(area::cluster(area::Kind::RealNode, || {
+        start_cluster(&[std::ffi::OsStr::new("--real-node")], &[])
+    }))
+}
+
+/// Where `e2e/scripts/images.sh` keeps the registry storage of the release images (`public/`
+/// served to the real node's containerd, `private/`).
+pub fn images_store() -> PathBuf {
+    let cache = std::env::var_os("CAPI_OPERATOR_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(|c| PathBuf::from(c).join("capi-provider-operator"))
+        })
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/capi-provider-operator"))
+        })
+        .unwrap_or_default();
+    cache.join("images")
+}
+
+/// A setting of the cluster's `ports.env` (`REAL_NODE_PRIVATE_HOST`, ...), if it has one.
+pub fn cluster_setting(cluster: &TestCluster, name: &str) -> Option<String> {
+    let text = std::fs::read_to_string(cluster.dir().join("ports.env")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
+        .map(|v| v.trim().trim_matches('"').to_string())
+}
+
 /// A small deterministic generator (PCG-style LCG): reproducible kill points without a crate.
 pub struct Rng(pub u64);
 

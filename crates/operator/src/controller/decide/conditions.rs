@@ -239,6 +239,16 @@ mod tests {
                 (READY, false, r::MANAGER_CRASH_LOOPING),
                 true,
             ),
+            (
+                Some((READY, false, r::NOT_AVAILABLE)),
+                (READY, false, r::MANAGER_IMAGE_UNAVAILABLE),
+                true,
+            ),
+            (
+                Some((READY, false, r::MANAGER_IMAGE_UNAVAILABLE)),
+                (READY, true, r::AVAILABLE),
+                true,
+            ),
         ]);
     }
 
@@ -292,6 +302,7 @@ mod tests {
     fn warnings_are_problems_and_unpausing_is_not_one() {
         use reason as r;
         assert!(warning(&cond(READY, false, r::MANAGER_CRASH_LOOPING)));
+        assert!(warning(&cond(READY, false, r::MANAGER_IMAGE_UNAVAILABLE)));
         assert!(!warning(&cond(READY, true, r::AVAILABLE)));
         assert!(!warning(&cond(PAUSED, false, r::NOT_PAUSED)));
         assert!(!warning(&cond(PAUSED, true, r::PAUSED)));

@@ -183,11 +183,14 @@ pub fn seen(meta: &ObjectMeta) -> u64 {
 }
 
 /// Ready=False for Deployment `d`, which is not available (`why`), naming the first pod
-/// (by name) whose manager crash-loops or cannot pull its image.
+/// (by name) whose manager crash-loops or cannot pull its image. Pods of the Deployment's
+/// current template come first: after an image is changed, a pod of the previous template
+/// can still be failing on the old image while the new one fails for another reason.
 pub fn not_ready(d: &Deployment, why: &str, pods: &[Pod]) -> Desired {
     let deployment = format!("{}/{}", d.namespace().unwrap_or_default(), d.name_any());
+    let wanted = template_images(d);
     let mut pods: Vec<&Pod> = pods.iter().collect();
-    pods.sort_by_key(|p| p.name_any());
+    pods.sort_by_key(|p| (template_images(*p) != wanted, p.name_any()));
     for pod in pods {
         if let Some(found) = pod_problem(pod) {
             return found;
@@ -198,6 +201,37 @@ pub fn not_ready(d: &Deployment, why: &str, pods: &[Pod]) -> Desired {
         reason::NOT_AVAILABLE,
         format!("Deployment {deployment} is not available: {why}"),
     )
+}
+
+/// The images of a pod template's (or a pod's) containers, init containers first.
+fn template_images(o: &impl Images) -> Vec<&str> {
+    o.containers()
+        .map(|c| {
+            c.init_containers
+                .iter()
+                .flatten()
+                .chain(&c.containers)
+                .filter_map(|c| c.image.as_deref())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What holds a pod spec: a Deployment's template or a Pod.
+trait Images {
+    fn containers(&self) -> Option<&k8s_openapi::api::core::v1::PodSpec>;
+}
+
+impl Images for Deployment {
+    fn containers(&self) -> Option<&k8s_openapi::api::core::v1::PodSpec> {
+        self.spec.as_ref()?.template.spec.as_ref()
+    }
+}
+
+impl Images for Pod {
+    fn containers(&self) -> Option<&k8s_openapi::api::core::v1::PodSpec> {
+        self.spec.as_ref()
+    }
 }
 
 fn pod_problem(pod: &Pod) -> Option<Desired> {
@@ -421,6 +455,76 @@ mod tests {
         assert_eq!(
             got.message,
             "pod p container manager cannot get image mirror.local/cluster-api-controller:v9 (ImagePullBackOff): Back-off pulling image"
+        );
+        Ok(())
+    }
+
+    /// A pod of `image` waiting on its pull for `why` with the kubelet's `message`.
+    fn pulling(
+        name: &str,
+        image: &str,
+        why: &str,
+        message: &str,
+    ) -> Result<Pod, serde_json::Error> {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "capi-system"},
+            "spec": {"containers": [{"name": "manager", "image": image}]},
+            "status": {"containerStatuses": [{
+                "name": "manager", "image": image, "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": why, "message": message}}
+            }]}
+        }))
+    }
+
+    #[test]
+    fn the_pod_of_the_current_template_names_the_image_problem() -> TestResult {
+        let private = "registry.example/private/cluster-api-controller:v1.12.0";
+        let mut d = serde_json::to_value(deployment()?)?;
+        d["spec"]["template"] =
+            json!({"spec": {"containers": [{"name": "manager", "image": private}]}});
+        let d: Deployment = serde_json::from_value(d)?;
+        // The pod of the previous template sorts first by name and still fails on the old tag.
+        let stale = pulling(
+            "a-old",
+            "registry.k8s.io/cluster-api/cluster-api-controller:v0.0.0-missing",
+            "ImagePullBackOff",
+            "Back-off pulling image: not found",
+        )?;
+        let kubelet = "failed to pull and unpack image: failed to resolve reference: unexpected status from HEAD request: 401 Unauthorized";
+        let current = pulling("b-new", private, "ErrImagePull", kubelet)?;
+        let got = not_ready(&d, "w", &[stale, current]);
+        assert_eq!(got.reason, reason::MANAGER_IMAGE_UNAVAILABLE);
+        assert_eq!(
+            got.message,
+            format!(
+                "pod b-new container manager cannot get image {private} (ErrImagePull): {kubelet}"
+            )
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn an_invalid_image_name_is_an_unavailable_image() -> TestResult {
+        let p = pulling(
+            "p",
+            "registry.example/Bad:Name",
+            "InvalidImageName",
+            "Failed to apply default image tag",
+        )?;
+        let got = not_ready(&deployment()?, "w", &[p]);
+        assert_eq!(
+            (got.ok, got.reason.as_str()),
+            (false, reason::MANAGER_IMAGE_UNAVAILABLE)
+        );
+        assert!(
+            got.message
+                .contains("registry.example/Bad:Name (InvalidImageName)")
+        );
+        // A pod still creating its container is no image problem.
+        let creating = pulling("q", "x", "ContainerCreating", "")?;
+        assert_eq!(
+            not_ready(&deployment()?, "w", &[creating]).reason,
+            reason::NOT_AVAILABLE
         );
         Ok(())
     }

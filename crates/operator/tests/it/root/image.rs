@@ -601,3 +601,100 @@ async fn runs_as_the_deployment_runs_the_image() -> TestResult {
     let _ = std::fs::remove_file(&log_path);
     result
 }
+
+/// The image `make image` pushed (e2e/scripts/operator-image.sh) to the registry storage of
+/// `make images`, read blob by blob from that storage: an index of linux/amd64 and linux/arm64
+/// whose configurations are the Dockerfile's runtime stage (ENV, USER, ENTRYPOINT, CMD), with the
+/// binary of each platform at the Dockerfile's path, CA certificates and the nonroot user 65532.
+#[test]
+fn make_image_builds_what_the_dockerfile_declares() -> TestResult {
+    let stages = parse_dockerfile(&std::fs::read_to_string(
+        workspace_root().join("Dockerfile"),
+    )?)?;
+    let run = stages.last().ok_or("no stage in the Dockerfile")?;
+    let chart = yaml("manifests/helm/capi-provider-operator/values.yaml")?;
+    let app = yaml("manifests/helm/capi-provider-operator/Chart.yaml")?;
+    let repo = chart["image"]["repository"]
+        .as_str()
+        .ok_or("no image.repository")?;
+    let tag = app["appVersion"].as_str().ok_or("no appVersion")?;
+    let store = capi_test_support::images_store().join("public/docker/registry/v2");
+    let link = store.join(format!(
+        "repositories/{repo}/_manifests/tags/{tag}/current/link"
+    ));
+    let Ok(top) = std::fs::read_to_string(&link) else {
+        eprintln!("SKIPPED: no {repo}:{tag} stored (make image)");
+        return Ok(());
+    };
+    let path = |digest: &str| {
+        let hex = digest.trim().trim_start_matches("sha256:").to_string();
+        store.join(format!(
+            "blobs/sha256/{}/{hex}/data",
+            &hex[..2.min(hex.len())]
+        ))
+    };
+    let json = |digest: &str| -> Result<Value, Box<dyn std::error::Error>> {
+        Ok(serde_json::from_slice(&std::fs::read(path(digest))?)?)
+    };
+    let index = json(&top)?;
+    let dest = run
+        .one("COPY")?
+        .split_whitespace()
+        .last()
+        .ok_or("COPY without a destination")?
+        .trim_start_matches('/')
+        .to_string();
+    let mut archs = Vec::new();
+    for m in index["manifests"].as_array().ok_or("not an index")? {
+        let arch = m["platform"]["architecture"].as_str().unwrap_or_default();
+        archs.push(arch.to_string());
+        let manifest = json(m["digest"].as_str().unwrap_or_default())?;
+        let config = json(manifest["config"]["digest"].as_str().unwrap_or_default())?;
+        assert_eq!(config["architecture"], arch);
+        let c = &config["config"];
+        for env in run.all("ENV") {
+            assert!(
+                strings(&c["Env"]).contains(&env.to_string()),
+                "{arch}: {env} not in {c}"
+            );
+        }
+        assert_eq!(c["User"], run.one("USER")?, "{arch}: USER");
+        assert_eq!(
+            strings(&c["Entrypoint"]),
+            exec_form(run.one("ENTRYPOINT")?)?
+        );
+        assert_eq!(strings(&c["Cmd"]), exec_form(run.one("CMD")?)?);
+        let layers = manifest["layers"].as_array().ok_or("no layers")?;
+        let layer = path(layers[0]["digest"].as_str().unwrap_or_default());
+        let listing = Command::new("tar").arg("-tvzf").arg(&layer).output()?;
+        let listing = String::from_utf8_lossy(&listing.stdout).into_owned();
+        let entry = |name: &str| listing.lines().find(|l| l.ends_with(&format!(" {name}")));
+        let bin = entry(&dest).ok_or_else(|| format!("{arch}: no {dest} in\n{listing}"))?;
+        assert!(bin.starts_with("-rwxr-xr-x 0/0"), "{arch}: {bin}");
+        assert!(
+            entry("etc/ssl/certs/ca-certificates.crt").is_some(),
+            "{arch}: CA certificates"
+        );
+        let file = |name: &str| -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+            let out = Command::new("tar")
+                .arg("-xzOf")
+                .arg(&layer)
+                .arg(name)
+                .output()?;
+            Ok(out.stdout)
+        };
+        let passwd = String::from_utf8(file("etc/passwd")?)?;
+        assert!(
+            passwd.contains("nonroot:x:65532:65532:"),
+            "{arch}: {passwd}"
+        );
+        // The ELF header's e_machine: the binary of each platform is built for it.
+        let elf = file(&dest)?;
+        let machine = elf.get(18..20).map(|b| u16::from_le_bytes([b[0], b[1]]));
+        let want = if arch == "amd64" { 0x3e } else { 0xb7 };
+        assert_eq!(machine, Some(want), "{arch}: the binary's machine");
+    }
+    archs.sort();
+    assert_eq!(archs, ["amd64", "arm64"], "the index's platforms");
+    Ok(())
+}

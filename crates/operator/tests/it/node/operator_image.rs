@@ -1,0 +1,250 @@
+//! The operator as users run it: the image of `make image` (pulled unchanged from the reference
+//! the chart names, through the real node's registry mirror), installed with its Helm chart on
+//! the real node. The kubelet enforces the chart's securityContext (a non-root user, checked on
+//! the running process) and its memory limit (checked in the pod's cgroup). From inside the
+//! cluster (in-cluster config, its ServiceAccount's RBAC) the operator installs the real v1.12.0
+//! providers after cert-manager; the leader's pod is deleted and the standby takes over and
+//! repairs a deleted Deployment; `helm uninstall` removes the operator. Then the same image from
+//! `kubectl apply -k manifests/` (through an overlay placing it on the real node) runs Ready.
+
+use crate::support;
+
+use std::{path::Path, time::Duration};
+
+use capi_test_support::{TestCluster, images_store, wait_for, workspace_root};
+use kube::Client;
+use serde_json::Value;
+use support::{real::*, *};
+
+use super::image_pull::{REAL_NODE_LABEL, cert_manager_on_real_node};
+
+const T: Duration = Duration::from_secs(300);
+const NS: &str = "capi-operator-system";
+
+/// The operator's running pods on the real node with their (uid, first container's ready).
+async fn operator_pods(client: &Client) -> Vec<(String, String)> {
+    pods(client, NS)
+        .await
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+                == Some(capi_test_support::REAL_NODE_NAME)
+        })
+        .filter(|p| {
+            let cs = p
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref());
+            cs.is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c.ready))
+        })
+        .filter_map(|p| Some((p.metadata.name?, p.metadata.uid?)))
+        .collect()
+}
+
+/// The pod's cgroup directory (cgroupfs driver, cgroup v1 memory hierarchy).
+fn pod_cgroup(uid: &str) -> Option<std::path::PathBuf> {
+    fn find(dir: &Path, name: &str, depth: u32) -> Option<std::path::PathBuf> {
+        for e in std::fs::read_dir(dir).ok()?.flatten() {
+            let path = e.path();
+            if !path.is_dir() {
+                continue;
+            }
+            if e.file_name().to_string_lossy() == name {
+                return Some(path);
+            }
+            if depth > 0
+                && let Some(found) = find(&path, name, depth - 1)
+            {
+                return Some(found);
+            }
+        }
+        None
+    }
+    find(Path::new("/sys/fs/cgroup/memory"), &format!("pod{uid}"), 4)
+}
+
+/// The kubelet applied the chart's limits and user to pod `uid`: its container's cgroup has the
+/// 256Mi memory limit and its processes run as 65532.
+fn enforced(uid: &str) -> TestResult {
+    let pod = pod_cgroup(uid).ok_or_else(|| format!("no cgroup of pod {uid}"))?;
+    let mut limits = Vec::new();
+    let mut uids = Vec::new();
+    for e in std::fs::read_dir(&pod)?
+        .flatten()
+        .filter(|e| e.path().is_dir())
+    {
+        let limit = std::fs::read_to_string(e.path().join("memory.limit_in_bytes"))?;
+        limits.push(limit.trim().parse::<u64>()?);
+        for pid in std::fs::read_to_string(e.path().join("cgroup.procs"))?.lines() {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap_or("");
+            uids.push(uid.split_whitespace().nth(2).unwrap_or("").to_string());
+        }
+    }
+    assert!(
+        limits.contains(&(256 << 20)),
+        "a container of pod {uid} limited to 256Mi: {limits:?}"
+    );
+    assert!(
+        !uids.is_empty() && uids.iter().all(|u| u == "65532" || u == "65535"),
+        "the processes of pod {uid} run as 65532 (the sandbox's pause as 65535): {uids:?}"
+    );
+    Ok(())
+}
+
+/// The Lease holder in the operator's namespace.
+fn leader(cluster: &TestCluster) -> Option<String> {
+    let leases = cluster.get_json(&["leases", "-n", NS]).ok()?;
+    leases["items"]
+        .as_array()?
+        .iter()
+        .find_map(|l| l["spec"]["holderIdentity"].as_str().map(String::from))
+        .filter(|h| !h.is_empty())
+}
+
+fn on_real_node_values() -> Result<String, Box<dyn std::error::Error>> {
+    tempfile(&format!(
+        "nodeSelector: {{{REAL_NODE_LABEL}: \"true\"}}\ntolerations: [{{key: {REAL_NODE_LABEL}, operator: Exists, effect: NoSchedule}}]\n"
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_image_runs_from_its_chart_and_kustomization() -> TestResult {
+    let test = "the_operators_image_runs_from_its_chart_and_kustomization";
+    let Some(helm) = helm_bin(test) else {
+        return Ok(());
+    };
+    let Some(parts) = cert_manager_on_real_node(test) else {
+        return Ok(());
+    };
+    let chart = workspace_root().join("manifests/helm/capi-provider-operator");
+    let repo = capi_yaml::from_str::<Value>(&std::fs::read_to_string(chart.join("values.yaml"))?)?
+        ["image"]["repository"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if !images_store()
+        .join(format!("public/docker/registry/v2/repositories/{repo}"))
+        .is_dir()
+    {
+        eprintln!("SKIPPED {test}: the operator's image is not built (make image)");
+        return Ok(());
+    }
+    let _area = capi_test_support::isolated(module_path!()).await;
+    let Some(cluster) = capi_test_support::real_node_cluster(test) else {
+        return Ok(());
+    };
+    let cluster = cluster?;
+    let client = cluster.client().await?;
+    install_cert_manager(cluster, &client, &parts).await?;
+    load_real_releases(cluster, &client, &parts.releases, &["v1.12.0"]).await?;
+
+    let kubeconfig = cluster.kubeconfig().to_string_lossy().into_owned();
+    let chart = chart.to_string_lossy();
+    let values = on_real_node_values()?;
+    let helm = |args: &[&str]| {
+        let mut all = vec!["--kubeconfig", &kubeconfig, "-n", NS];
+        all.extend_from_slice(args);
+        helm_run(&helm, &all)
+    };
+    helm(&[
+        "install",
+        "capi-operator",
+        &chart,
+        "--create-namespace",
+        "-f",
+        &values,
+        "--wait",
+        "--timeout",
+        "240s",
+    ])?;
+    let running = wait_for(T, || async {
+        let p = operator_pods(&client).await;
+        (p.len() == 2).then_some(p)
+    })
+    .await
+    .ok_or("two ready operator pods on the real node")?;
+    for (_, uid) in &running {
+        enforced(uid)?;
+    }
+
+    // From inside the cluster: the real providers, after cert-manager.
+    apply(
+        cluster,
+        &real_manifest("v1.12.0", |_| String::new()).replace(PROCESS_NODE_LABEL, REAL_NODE_LABEL),
+    )?;
+    for (kind, ns, name, ..) in REAL_PROVIDERS {
+        wait_condition(&client, (kind, ns, name), "Ready", "True", None, T).await?;
+    }
+
+    // The leader's pod goes: the standby takes the Lease and repairs what changes meanwhile.
+    let first = leader(cluster).ok_or("no Lease holder")?;
+    let pod = running
+        .iter()
+        .map(|(n, _)| n.clone())
+        .find(|n| first.contains(n.as_str()))
+        .ok_or_else(|| format!("the Lease holder {first} is none of {running:?}"))?;
+    cluster.kubectl_ok(&["delete", "pod", "-n", NS, &pod])?;
+    cluster.kubectl_ok(&[
+        "delete",
+        "deployment",
+        "-n",
+        "capi-system",
+        "capi-controller-manager",
+    ])?;
+    let next = wait_for(T, || async {
+        leader(cluster).filter(|l| !l.contains(&pod))
+    })
+    .await
+    .ok_or("the standby never took the Lease")?;
+    wait_available(&client, "capi-system", "capi-controller-manager", T).await?;
+    eprintln!("{test}: {first} -> {next}; the core Deployment repaired");
+
+    helm(&["uninstall", "capi-operator", "--wait"])?;
+    let gone = wait_for(T, || async {
+        pods(&client, NS).await.is_empty().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "helm uninstall left operator pods");
+
+    // The same image from manifests/ with kustomize, through an overlay for the real node.
+    let overlay = cluster.dir().join("kustomize-overlay");
+    std::fs::create_dir_all(&overlay)?;
+    // kustomize takes a base by a relative path only.
+    let up = "../".repeat(overlay.components().count().saturating_sub(1));
+    let manifests = format!(
+        "{up}{}",
+        workspace_root()
+            .join("manifests")
+            .display()
+            .to_string()
+            .trim_start_matches('/')
+    );
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "resources: [{}]\npatches:\n- target: {{kind: Deployment, name: capi-provider-operator}}\n  patch: '[{{\"op\": \"add\", \"path\": \"/spec/template/spec/nodeSelector\", \"value\": {{\"{REAL_NODE_LABEL}\": \"true\"}}}}, {{\"op\": \"add\", \"path\": \"/spec/template/spec/tolerations\", \"value\": [{{\"key\": \"{REAL_NODE_LABEL}\", \"operator\": \"Exists\", \"effect\": \"NoSchedule\"}}]}}]'\n",
+            manifests
+        ),
+    )?;
+    let overlay = overlay.to_string_lossy();
+    cluster.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-k",
+        &overlay,
+    ])?;
+    wait_available(&client, NS, "capi-provider-operator", T).await?;
+    let running = operator_pods(&client).await;
+    assert_eq!(
+        running.len(),
+        2,
+        "kubectl apply -k: two ready pods: {running:?}"
+    );
+    for (kind, ns, name, ..) in REAL_PROVIDERS {
+        wait_condition(&client, (kind, ns, name), "Ready", "True", None, T).await?;
+    }
+    Ok(())
+}
