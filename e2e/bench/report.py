@@ -285,8 +285,9 @@ PEER_CAUSES = [
     "37.4–40.2 MiB, of which RssFile 17.9–20.5 MiB (the binary's pages that ran) and RssAnon 17.8–19.8 MiB. "
     "Started with no provider: 18–21 MiB, of which only 2.7–2.8 MiB anonymous. So about 17 MiB of allocated memory "
     "comes with installing the three releases (1.4 MB of YAML each for the core, rendered and applied) and stays "
-    "allocated, and the code that ran is 18 MiB after the release profile's fat LTO in one codegen unit (20.4 "
-    "MiB with thin LTO in four; the binary 22.7 against 26.5 MB). A fifth of the Go operator's RSS (about 25 MiB) "
+    "allocated, and the code that ran is 20.4 MiB with the release profile's thin LTO in four codegen units "
+    "(18 MiB with fat LTO in one, the binary 22.7 against 26.5 MB; not taken: its single-threaded link doubles "
+    "the release builds make test runs for the image's two platforms). A fifth of the Go operator's RSS (about 25 MiB) "
     "is less than the code plus what installing keeps; the allocator, the reflector stores (the installed objects "
     "and CRDs are already watched as metadata) and the render's buffers were not measured apart in this session.",
     "- CPU seconds per idle minute: what is left is leader election, which both charts turn on (a Lease renewal "
