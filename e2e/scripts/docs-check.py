@@ -113,6 +113,12 @@ INLINE = {
     "kubectl get --watch": ("name", "named as how the benchmarks time both sides; e2e/bench/common.py (Watch) runs it"),
     "make providers": ("run", None),
     "make images": ("run", None),
+    "cargo test -p capi-provider-operator --test it node::image_pull": (
+        "covered", "make integration runs the node:: areas (a step of make test)"),
+    "make image": ("covered", "a prerequisite of make integration, a step of make test"),
+    "kubectl apply -k": ("covered", "crates/operator/tests/it/node/operator_image.rs applies an overlay of manifests/ on the real node"),
+    "kubectl capi-providers move --to-kubeconfig target.kubeconfig": (
+        "covered", "crates/operator/tests/it/move_management_cluster.rs runs it on two local control planes"),
     "make integration": ("covered", "a step of make test"),
     "make real-node-check": ("covered", "a step of make test"),
     "kubectl logs": ("name", "named as what the process node does not serve (its log files are read instead) and the real node does; e2e/scripts/real-node-check.sh reads a pod's output with it"),
