@@ -134,25 +134,15 @@ def build(a):
 
 
 def push(a):
-    reg = load("oci-push").Registry(a.registry, a.ca, a.user)
+    push_tool = load("oci-push")
+    reg = push_tool.Registry(a.registry, a.ca, a.user)
     repo, tag = a.ref.rsplit(":", 1)
     with tarfile.open(a.archive) as tar:
-        def blob(digest):
-            member = tar.extractfile("blobs/sha256/" + digest.split(":", 1)[1])
-            if member is None:
-                raise SystemExit(f"oci-index: {a.archive} lacks blob {digest}")
-            return member.read()
-
-        index_file = tar.extractfile("index.json")
-        if index_file is None:
-            raise SystemExit(f"oci-index: {a.archive} has no index.json")
-        top = json.load(index_file)["manifests"][0]
+        blob, top = push_tool.layout(tar, a.archive, "oci-index")
         index = blob(top["digest"])
         for entry in json.loads(index)["manifests"]:
             manifest = blob(entry["digest"])
-            parsed = json.loads(manifest)
-            for d in [parsed["config"], *parsed["layers"]]:
-                reg.put_blob(repo, d["digest"], blob(d["digest"]))
+            reg.put_blobs_of(repo, manifest, blob)
             reg.request("PUT", f"/v2/{repo}/manifests/{entry['digest']}", manifest, {"Content-Type": MANIFEST})
     reg.request("PUT", f"/v2/{repo}/manifests/{tag}", index, {"Content-Type": INDEX})
     print(top["digest"])

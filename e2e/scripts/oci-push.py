@@ -50,6 +50,27 @@ class Registry:
                      {"Content-Type": "application/octet-stream"})
 
 
+    def put_blobs_of(self, repo, manifest, blob):
+        """Pushes the config and layers an image manifest (bytes) names, read by `blob`."""
+        parsed = json.loads(manifest)
+        for d in [parsed["config"], *parsed["layers"]]:
+            self.put_blob(repo, d["digest"], blob(d["digest"]))
+
+
+def layout(tar, archive, tool):
+    """The blob reader of an OCI layout archive (`tar`) and the first entry of its index.json."""
+    def blob(digest):
+        member = tar.extractfile("blobs/sha256/" + digest.split(":", 1)[1])
+        if member is None:
+            raise SystemExit(f"{tool}: {archive} lacks blob {digest}")
+        return member.read()
+
+    index_file = tar.extractfile("index.json")
+    if index_file is None:
+        raise SystemExit(f"{tool}: {archive} has no index.json")
+    return blob, json.load(index_file)["manifests"][0]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--registry", required=True, help="HOST:PORT")
@@ -61,20 +82,9 @@ def main():
     repo, tag = a.ref.rsplit(":", 1)
     reg = Registry(a.registry, a.ca, a.user)
     with tarfile.open(a.archive) as tar:
-        def blob(digest):
-            member = tar.extractfile("blobs/sha256/" + digest.split(":", 1)[1])
-            if member is None:
-                raise SystemExit(f"oci-push: {a.archive} lacks blob {digest}")
-            return member.read()
-
-        index_file = tar.extractfile("index.json")
-        if index_file is None:
-            raise SystemExit(f"oci-push: {a.archive} has no index.json")
-        entry = json.load(index_file)["manifests"][0]
+        blob, entry = layout(tar, a.archive, "oci-push")
         manifest = blob(entry["digest"])
-        parsed = json.loads(manifest)
-        for d in [parsed["config"], *parsed["layers"]]:
-            reg.put_blob(repo, d["digest"], blob(d["digest"]))
+        reg.put_blobs_of(repo, manifest, blob)
     reg.request("PUT", f"/v2/{repo}/manifests/{tag}", manifest, {"Content-Type": entry["mediaType"]})
     print(entry["digest"])
 
