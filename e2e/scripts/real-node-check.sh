@@ -195,12 +195,19 @@ report=$("${kubectl[@]}" get --raw "/api/v1/namespaces/default/pods/https:probe:
 log "the pod at $ip reports: $report"
 # A webhook behind a Service: the API server calls the pod's IP (aggregator routing), verifying
 # its certificate against the caBundle. The probe denies, so its message proves the call.
-denied=$("${kubectl[@]}" create -f - 2>&1 <<'YAML' || true
+# The endpoints controller publishes the Ready pod's address a moment after Ready, and the API
+# server's own informer a moment after that: until then the call fails with "no endpoints
+# available", which is timing, not a fault, so only that answer is retried (for up to 30 s).
+for _ in $(seq 60); do
+  denied=$("${kubectl[@]}" create -f - 2>&1 <<'YAML' || true
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: webhook-probe, namespace: default, labels: {real-node-check: webhook}}
 YAML
 )
+  [[ "$denied" == *'no endpoints available for service "probe"'* ]] || break
+  sleep 0.5
+done
 [[ "$denied" == *'admission webhook "probe.real-node.check" denied the request: probe webhook: denied'* ]] \
   || fail "the API server did not reach the webhook at the pod's IP: $denied"
 log "the API server called the pod's webhook through its Service"
