@@ -3,4 +3,5 @@
 
 mod manager_flags;
 mod manager_flags_binaries;
+mod real_contracts;
 mod sample_contracts;
