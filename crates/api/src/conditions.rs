@@ -10,8 +10,9 @@ pub const PROVIDER_UPGRADED: &str = "ProviderUpgraded";
 pub const READY: &str = "Ready";
 /// The provider is paused.
 pub const PAUSED: &str = "Paused";
-/// The release follows the Cluster API provider contracts (CRD names, contract labels,
-/// InfraCluster shape); False lists what deviates. Informational: installing goes on.
+/// The release follows the Cluster API provider contracts (CRD names, contract labels, and the
+/// fields of every contract its provider type follows, in the contract version its metadata
+/// declares); False lists what deviates. Informational: installing goes on.
 pub const CONTRACT_VERIFIED: &str = "ContractVerified";
 /// Deletion progress, or what blocks it.
 pub const DELETING: &str = "Deleting";
@@ -101,6 +102,10 @@ pub mod reason {
     pub const CONTRACT_OK: &str = "ContractChecksPassed";
     /// The release deviates from the provider contracts (see the message).
     pub const CONTRACT_FINDINGS: &str = "ContractFindings";
+    /// A CRD of the release lacks a field (or a CRD) its contract requires in the contract
+    /// version the release declares: Cluster API would not work with it (the message names the
+    /// contract, its version, the kind and the field).
+    pub const CONTRACT_FIELDS_MISSING: &str = "ContractFieldsMissing";
     /// The release holds objects granting broad powers (an event, not a condition).
     pub const PRIVILEGED_OBJECTS: &str = "PrivilegedObjects";
     /// Deletion waits for other providers or custom resources.

@@ -1,5 +1,5 @@
 //! Accessors over a CustomResourceDefinition as JSON: its kind, group, versions and the
-//! schema of the stored version.
+//! properties of a schema.
 
 use serde_json::Value;
 
@@ -40,17 +40,6 @@ pub(super) fn served_versions(crd: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-/// The schema of the CRD version stored (else the last one listed), with that version's name.
-pub(super) fn storage_schema(crd: &Value) -> Option<(&str, &Value)> {
-    let versions = crd.pointer("/spec/versions").and_then(Value::as_array)?;
-    let v = versions
-        .iter()
-        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-        .or_else(|| versions.last())?;
-    let name = v.get("name").and_then(Value::as_str).unwrap_or("");
-    Some((name, v.pointer("/schema/openAPIV3Schema")?))
-}
-
 /// The schema of the property at `path` (property names), if declared.
 pub(super) fn property<'a>(schema: &'a Value, path: &[&str]) -> Option<&'a Value> {
     let mut s = schema;
@@ -58,13 +47,6 @@ pub(super) fn property<'a>(schema: &'a Value, path: &[&str]) -> Option<&'a Value
         s = s.pointer("/properties")?.get(*p)?;
     }
     Some(s)
-}
-
-pub(super) fn has_type(schema: Option<&Value>, ty: &str) -> bool {
-    schema
-        .and_then(|s| s.get("type"))
-        .and_then(Value::as_str)
-        .is_some_and(|t| t == ty)
 }
 
 /// Whether an object schema at `path` leaves its content open (so a field cannot be checked).

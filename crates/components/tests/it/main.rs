@@ -4,4 +4,5 @@
 mod assembled_releases;
 mod manager_flags;
 mod manager_flags_binaries;
+mod real_contracts;
 mod sample_contracts;

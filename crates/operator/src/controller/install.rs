@@ -9,17 +9,14 @@ use std::{collections::BTreeMap, ops::ControlFlow};
 
 use capi_components::{
     before_apply::{Pause, finalize},
-    contract::{self as release_contract, Severity},
+    contract as release_contract,
     metadata::Metadata,
     render, rotation,
 };
 use capi_operator_api::{
     AnyProvider, ORIGINAL_REPLICAS_ANNOTATION, ProviderStatus, ProviderType,
     ROLLOUT_ON_CONFIG_CHANGE_ANNOTATION,
-    conditions::{
-        CONTRACT_VERIFIED, PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, PROVIDER_UPGRADED,
-        READY,
-    },
+    conditions::{PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, PROVIDER_UPGRADED, READY},
 };
 use capi_release_sources::{Release, SourceError, fetch_release};
 use k8s_openapi::api::{
@@ -864,24 +861,11 @@ async fn report<P: ProviderKind>(
 
 /// The same checks as `kubectl capi-providers verify`, on what was rendered.
 fn contract_verified(p: &AnyProvider, contract: &str, objects: &[Value]) -> Desired {
-    let findings: Vec<String> = release_contract::verify(p.provider_type, Some(contract), objects)
-        .into_iter()
-        .filter(|f| f.severity != Severity::Ok)
-        .map(|f| format!("{}: {}", f.check, f.message))
-        .collect();
-    if findings.is_empty() {
-        Desired::ok(
-            CONTRACT_VERIFIED,
-            reason::CONTRACT_OK,
-            "the release follows the provider contracts",
-        )
-    } else {
-        Desired::failed(
-            CONTRACT_VERIFIED,
-            reason::CONTRACT_FINDINGS,
-            findings.join("; "),
-        )
-    }
+    readiness::contract_verified(&release_contract::verify(
+        p.provider_type,
+        Some(contract),
+        objects,
+    ))
 }
 
 async fn read_variables(ctx: &Ctx, p: &AnyProvider) -> Phase<BTreeMap<String, String>> {

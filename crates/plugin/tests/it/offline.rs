@@ -142,6 +142,60 @@ spec:
                 properties:
                   spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
 ---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: foomachines.infrastructure.foo.example
+  labels: {cluster.x-k8s.io/v1beta2: v1beta2}
+spec:
+  group: infrastructure.foo.example
+  scope: Namespaced
+  names: {kind: FooMachine, plural: foomachines, singular: foomachine, listKind: FooMachineList}
+  versions:
+  - name: v1beta2
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              providerID: {type: string}
+          status:
+            type: object
+            properties:
+              initialization:
+                type: object
+                properties:
+                  provisioned: {type: boolean}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: foomachinetemplates.infrastructure.foo.example
+  labels: {cluster.x-k8s.io/v1beta2: v1beta2}
+spec:
+  group: infrastructure.foo.example
+  scope: Namespaced
+  names: {kind: FooMachineTemplate, plural: foomachinetemplates, singular: foomachinetemplate, listKind: FooMachineTemplateList}
+  versions:
+  - name: v1beta2
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              template:
+                type: object
+                properties:
+                  spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:

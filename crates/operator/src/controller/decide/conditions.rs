@@ -221,6 +221,11 @@ mod tests {
             (None, (CONTRACT_VERIFIED, false, r::CONTRACT_FINDINGS), true),
             (
                 None,
+                (CONTRACT_VERIFIED, false, r::CONTRACT_FIELDS_MISSING),
+                true,
+            ),
+            (
+                None,
                 (PROVIDER_INSTALLED, false, r::MISSING_VARIABLES),
                 true,
             ),

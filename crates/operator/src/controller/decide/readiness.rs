@@ -1,4 +1,4 @@
-//! The decisions behind the `Ready` and `ManagerConfigured` conditions, as plain functions of
+//! The decisions behind the `Ready`, `ManagerConfigured` and `ContractVerified` conditions, as plain functions of
 //! what the caches and the API returned, so they are testable without a cluster.
 //!
 //! Ready comes from the Deployments' Available condition. When a Deployment is not available,
@@ -13,8 +13,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use capi_components::customize::ManagerReport;
-use capi_operator_api::conditions::{MANAGER_CONFIGURED, READY};
+use capi_components::{
+    contract::{self, Finding, Severity},
+    customize::ManagerReport,
+};
+use capi_operator_api::conditions::{CONTRACT_VERIFIED, MANAGER_CONFIGURED, READY};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ContainerStatus, Pod},
@@ -365,10 +368,67 @@ pub fn manager_configured(reports: &[ManagerReport]) -> Desired {
     )
 }
 
+/// ContractVerified from the contract checks of the rendered release: True when every check
+/// passed; False with each finding, reason `ContractFieldsMissing` when a CRD lacks what its
+/// contract requires (Cluster API would not work with the provider), else `ContractFindings`.
+pub fn contract_verified(findings: &[Finding]) -> Desired {
+    let bad: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.severity != Severity::Ok)
+        .collect();
+    if bad.is_empty() {
+        return Desired::ok(
+            CONTRACT_VERIFIED,
+            reason::CONTRACT_OK,
+            "the release follows the provider contracts",
+        );
+    }
+    let why = if bad.iter().any(|f| contract::breaks_contract_fields(f)) {
+        reason::CONTRACT_FIELDS_MISSING
+    } else {
+        reason::CONTRACT_FINDINGS
+    };
+    let message: Vec<String> = bad
+        .iter()
+        .map(|f| format!("{}: {}", f.check, f.message))
+        .collect();
+    Desired::failed(CONTRACT_VERIFIED, why, message.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn contract_verified_names_missing_contract_fields_with_their_own_reason() {
+        let f = |severity, check: &'static str, message: &str| Finding {
+            severity,
+            check,
+            message: message.to_string(),
+        };
+        let ok = contract_verified(&[f(Severity::Ok, "crd-name", "fine")]);
+        assert!(ok.ok);
+        assert_eq!(ok.reason, reason::CONTRACT_OK);
+        let label = f(Severity::Error, "contract-label", "no label");
+        let field = f(
+            Severity::Error,
+            "infra-machine-provider-id",
+            "InfraMachine contract v1beta2: FooMachine v1beta2: required field spec.providerID (string) is missing",
+        );
+        let only_label = contract_verified(std::slice::from_ref(&label));
+        assert_eq!(only_label.reason, reason::CONTRACT_FINDINGS);
+        let both = contract_verified(&[label, field]);
+        assert!(!both.ok);
+        assert_eq!(both.reason, reason::CONTRACT_FIELDS_MISSING);
+        assert!(
+            both.message.contains(
+                "contract-label: no label; infra-machine-provider-id: InfraMachine contract v1beta2"
+            ),
+            "{}",
+            both.message
+        );
+    }
 
     fn deployment() -> Result<Deployment, serde_json::Error> {
         serde_json::from_value(json!({

@@ -1,0 +1,374 @@
+//! The real Cluster API releases (core, kubeadm bootstrap and control plane from
+//! `$CAPI_SHARED_DIR/testdata`, the docker/in-memory provider as build-providers.sh renders it)
+//! pass every provider contract in the contract version their metadata declares — and in
+//! v1beta1 too, through the CRD versions their `cluster.x-k8s.io/v1beta1` labels name — and the
+//! same release with one required field removed from a CRD fails, naming the contract, the
+//! contract version, the kind and the field.
+
+use std::path::PathBuf;
+
+use capi_components::{contract, metadata::Metadata, pipeline};
+use capi_operator_api::ProviderType;
+use serde_json::Value;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const VERSIONS: [&str; 2] = ["v1.11.0", "v1.12.0"];
+
+/// A real release: type, contract its metadata declares, parsed objects.
+struct Real {
+    name: String,
+    t: ProviderType,
+    contract: String,
+    objects: Vec<Value>,
+}
+
+fn load(dir: PathBuf, t: ProviderType, version: &str) -> Result<Real, Box<dyn std::error::Error>> {
+    let metadata = Metadata::parse(&std::fs::read_to_string(dir.join("metadata.yaml"))?)?;
+    let contract = metadata.contract_for(version)?.to_string();
+    let raw = std::fs::read_to_string(dir.join(t.components_file()))?;
+    let objects = pipeline::parse_objects(&pipeline::substitute(&raw, |_| None)?)?;
+    Ok(Real {
+        name: format!("{} {version}", dir.display()),
+        t,
+        contract,
+        objects,
+    })
+}
+
+/// The kubeadm and core releases of ../shared, `None` (said loudly) without them.
+fn shared_releases() -> Result<Option<Vec<Real>>, Box<dyn std::error::Error>> {
+    let Some(shared) = capi_test_support::shared_dir() else {
+        eprintln!("SKIPPED: ../shared (or CAPI_SHARED_DIR) not found: no real releases to check");
+        return Ok(None);
+    };
+    let mut out = Vec::new();
+    for version in VERSIONS {
+        for (t, label) in [
+            (ProviderType::Core, "cluster-api"),
+            (ProviderType::Bootstrap, "bootstrap-kubeadm"),
+            (ProviderType::ControlPlane, "control-plane-kubeadm"),
+        ] {
+            let dir = shared.join("testdata/providers").join(label).join(version);
+            out.push(load(dir, t, version)?);
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The docker/in-memory provider releases build-providers.sh rendered (skipped loudly when
+/// it has not run).
+fn docker_releases() -> Result<Vec<Real>, Box<dyn std::error::Error>> {
+    let Some(images) = capi_test_support::provider_images() else {
+        eprintln!(
+            "SKIPPED (docker provider): e2e/scripts/build-providers.sh has not rendered its releases"
+        );
+        return Ok(Vec::new());
+    };
+    let root = images.parent().map(PathBuf::from).unwrap_or_default();
+    let mut out = Vec::new();
+    for version in VERSIONS {
+        let dir = root.join(format!("capd-{version}/release"));
+        if dir.is_dir() {
+            out.push(load(dir, ProviderType::Infrastructure, version)?);
+        } else {
+            eprintln!(
+                "SKIPPED (docker provider {version}): {} is absent",
+                dir.display()
+            );
+        }
+    }
+    Ok(out)
+}
+
+fn not_ok(findings: &[contract::Finding]) -> Vec<String> {
+    findings
+        .iter()
+        .filter(|f| f.severity != contract::Severity::Ok)
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[test]
+fn real_releases_follow_every_contract_in_both_versions() -> TestResult {
+    let Some(mut releases) = shared_releases()? else {
+        return Ok(());
+    };
+    releases.extend(docker_releases()?);
+    let mut failed = Vec::new();
+    for r in &releases {
+        assert_eq!(r.contract, "v1beta2", "{}", r.name);
+        // v1beta1 too: these releases label their v1beta1 API versions as following it.
+        for contract in ["v1beta2", "v1beta1"] {
+            let findings = contract::verify(r.t, Some(contract), &r.objects);
+            let bad = not_ok(&findings);
+            if !bad.is_empty() {
+                failed.push(format!("{} as {contract}:\n{}", r.name, bad.join("\n")));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    Ok(())
+}
+
+/// Removes the property at `path` from the schema of `version` of the CRD of `kind`.
+fn remove_field(objects: &mut [Value], kind: &str, version: &str, path: &[&str]) -> bool {
+    let Some(crd) = objects
+        .iter_mut()
+        .find(|o| o["kind"] == "CustomResourceDefinition" && o["spec"]["names"]["kind"] == kind)
+    else {
+        return false;
+    };
+    let Some(versions) = crd["spec"]["versions"].as_array_mut() else {
+        return false;
+    };
+    let Some(v) = versions.iter_mut().find(|v| v["name"] == version) else {
+        return false;
+    };
+    let mut s = &mut v["schema"]["openAPIV3Schema"];
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
+    for p in parents {
+        s = &mut s["properties"][*p];
+    }
+    s["properties"]
+        .as_object_mut()
+        .and_then(|m| m.remove(*last))
+        .is_some()
+}
+
+/// (release index, CRD kind, CRD version, field, contract version, contract name)
+type Breach = (
+    usize,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
+fn expect_breach(releases: &[Real], b: Breach) -> Result<(), String> {
+    let (i, kind, crd_version, field, contract_version, name) = b;
+    let r = releases.get(i).ok_or("no such release")?;
+    let mut objects = r.objects.clone();
+    let path: Vec<&str> = field.split('.').collect();
+    if !remove_field(&mut objects, kind, crd_version, &path) {
+        return Err(format!("{}: {kind} {crd_version} has no {field}", r.name));
+    }
+    let findings = contract::verify(r.t, Some(contract_version), &objects);
+    let errors: Vec<String> = findings
+        .iter()
+        .filter(|f| f.severity == contract::Severity::Error)
+        .map(ToString::to_string)
+        .collect();
+    let named = errors.iter().any(|e| {
+        e.contains(&format!("{name} contract {contract_version}"))
+            && e.contains(kind)
+            && e.contains(field)
+    });
+    if named {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} without {kind} {crd_version} {field}: no error names {name} {contract_version}, {kind} and {field}: {errors:#?}",
+            r.name
+        ))
+    }
+}
+
+#[test]
+fn a_real_release_without_a_required_field_fails_naming_it() -> TestResult {
+    let Some(mut releases) = shared_releases()? else {
+        return Ok(());
+    };
+    // Index: v1.11.0 core, bootstrap, control plane = 0, 1, 2; v1.12.0 = 3, 4, 5; docker after.
+    let mut breaches: Vec<Breach> = vec![
+        (
+            4,
+            "KubeadmConfig",
+            "v1beta2",
+            "status.dataSecretName",
+            "v1beta2",
+            "BootstrapConfig",
+        ),
+        (
+            4,
+            "KubeadmConfig",
+            "v1beta2",
+            "status.initialization.dataSecretCreated",
+            "v1beta2",
+            "BootstrapConfig",
+        ),
+        (
+            1,
+            "KubeadmConfig",
+            "v1beta1",
+            "status.ready",
+            "v1beta1",
+            "BootstrapConfig",
+        ),
+        (
+            5,
+            "KubeadmControlPlane",
+            "v1beta2",
+            "status.initialization.controlPlaneInitialized",
+            "v1beta2",
+            "ControlPlane",
+        ),
+        (
+            5,
+            "KubeadmControlPlane",
+            "v1beta2",
+            "status.selector",
+            "v1beta2",
+            "ControlPlane",
+        ),
+        (
+            5,
+            "KubeadmControlPlane",
+            "v1beta2",
+            "status.version",
+            "v1beta2",
+            "ControlPlane",
+        ),
+        (
+            2,
+            "KubeadmControlPlane",
+            "v1beta1",
+            "status.initialized",
+            "v1beta1",
+            "ControlPlane",
+        ),
+        (
+            2,
+            "KubeadmControlPlane",
+            "v1beta1",
+            "status.unavailableReplicas",
+            "v1beta1",
+            "ControlPlane",
+        ),
+        (
+            5,
+            "KubeadmControlPlaneTemplate",
+            "v1beta2",
+            "spec.template.spec",
+            "v1beta2",
+            "ControlPlaneTemplate",
+        ),
+        (
+            3,
+            "IPAddressClaim",
+            "v1beta2",
+            "status.addressRef",
+            "v1beta2",
+            "IPAM IPAddressClaim",
+        ),
+        (
+            3,
+            "IPAddress",
+            "v1beta2",
+            "spec.address",
+            "v1beta2",
+            "IPAM IPAddress",
+        ),
+    ];
+    let docker = docker_releases()?;
+    if docker.len() == VERSIONS.len() {
+        let d = releases.len() + 1;
+        breaches.extend([
+            (
+                d,
+                "DockerMachine",
+                "v1beta2",
+                "spec.providerID",
+                "v1beta2",
+                "InfraMachine",
+            ),
+            (
+                d,
+                "DockerMachine",
+                "v1beta2",
+                "status.initialization.provisioned",
+                "v1beta2",
+                "InfraMachine",
+            ),
+            (
+                d - 1,
+                "DockerMachine",
+                "v1beta1",
+                "status.ready",
+                "v1beta1",
+                "InfraMachine",
+            ),
+            (
+                d,
+                "DockerCluster",
+                "v1beta2",
+                "status.initialization.provisioned",
+                "v1beta2",
+                "InfraCluster",
+            ),
+            (
+                d,
+                "DevCluster",
+                "v1beta2",
+                "status.initialization.provisioned",
+                "v1beta2",
+                "externally managed InfraCluster",
+            ),
+            (
+                d,
+                "DockerCluster",
+                "v1beta1",
+                "spec.controlPlaneEndpoint",
+                "v1beta1",
+                "InfraCluster",
+            ),
+            (
+                d,
+                "DockerMachinePool",
+                "v1beta2",
+                "spec.providerIDList",
+                "v1beta2",
+                "InfraMachinePool",
+            ),
+            (
+                d,
+                "DockerMachineTemplate",
+                "v1beta2",
+                "spec.template.spec",
+                "v1beta2",
+                "InfraMachineTemplate",
+            ),
+        ]);
+        releases.extend(docker);
+    }
+    let failed: Vec<String> = breaches
+        .into_iter()
+        .filter_map(|b| expect_breach(&releases, b).err())
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+    Ok(())
+}
+
+#[test]
+fn checking_the_core_release_takes_milliseconds() -> TestResult {
+    let Some(releases) = shared_releases()? else {
+        return Ok(());
+    };
+    let core = releases
+        .iter()
+        .rfind(|r| r.t == ProviderType::Core)
+        .ok_or("no core release")?;
+    let runs: u32 = 20;
+    let start = std::time::Instant::now();
+    for _ in 0..runs {
+        std::hint::black_box(contract::verify(core.t, Some("v1beta2"), &core.objects));
+    }
+    let each = start.elapsed() / runs;
+    eprintln!("contract checks of {}: {each:?} per run", core.name);
+    // A debug build on a shared CI core; the release build is several times faster.
+    assert!(each < std::time::Duration::from_millis(50), "{each:?}");
+    Ok(())
+}
