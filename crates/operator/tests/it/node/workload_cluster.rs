@@ -300,19 +300,25 @@ async fn report_readers(
     out
 }
 
-/// After a contract-v1beta2 install: every stored object readable in every served version (the
-/// managers' conversion webhooks), every CRD's stored versions migrated to its storage
-/// version, and the real KubeadmControlPlane webhook answering.
+/// Waits (up to 2 minutes) until every CRD's stored versions are its storage version alone.
+async fn wait_migrated(client: &Client) -> Result<(), String> {
+    let migrated = wait_for(Duration::from_secs(120), || async {
+        stored_in_storage_version_only(client).await.ok()
+    })
+    .await;
+    match migrated {
+        Some(()) => Ok(()),
+        None => stored_in_storage_version_only(client).await,
+    }
+}
+
+/// After a contract-v1beta2 install, the workload settled: every stored object readable in
+/// every served version (the managers' conversion webhooks), every CRD's stored versions
+/// migrated to its storage version, and the real KubeadmControlPlane webhook answering.
 async fn converted_and_migrated(s: &Setup) -> TestResult {
     let objects = read_in_every_version(&s.client).await?;
     assert!(objects >= 10, "only {objects} Cluster API objects found");
-    let migrated = wait_for(Duration::from_secs(120), || async {
-        stored_in_storage_version_only(&s.client).await.ok()
-    })
-    .await;
-    if migrated.is_none() {
-        stored_in_storage_version_only(&s.client).await?;
-    }
+    wait_migrated(&s.client).await?;
     webhook_refuses_even_replicas(s.cluster)
 }
 
@@ -489,9 +495,14 @@ async fn contract_change(s: &mut Setup, rng: &mut Rng, runs: u64) -> TestResult 
             "{kind}"
         );
     }
-    wait_cluster_up(&s.client, "v1beta2", 2, T)
-        .await
-        .map_err(|e| s.fail(format!("after unpausing: {e}")))?;
+    // The migration and the scale are the new managers' work, done side by side: wait on both
+    // (the reads in every version come after, once no Machine is being created).
+    let (up, migrated) = tokio::join!(
+        wait_cluster_up(&s.client, "v1beta2", 2, T),
+        wait_migrated(&s.client)
+    );
+    up.map_err(|e| s.fail(format!("after unpausing: {e}")))?;
+    migrated?;
     assert_eq!(
         workload_objects(&s.client, "v1beta2").await?,
         objects,
