@@ -34,7 +34,7 @@ pub const CAPD_LABEL: &str = "infrastructure-docker";
 pub const WORKLOAD_NS: &str = "workload";
 /// Name of the workload cluster.
 pub const CLUSTER: &str = "w1";
-/// Kubernetes version of the workload cluster (within what the v1.11 and v1.12 managers accept).
+/// Kubernetes version of the workload cluster (within what the v1.10 to v1.14 managers accept).
 pub const KUBERNETES_VERSION: &str = "v1.33.0";
 
 /// The docker provider's release of `version` that build-providers.sh rendered beside the images
@@ -60,26 +60,13 @@ pub fn capd_release(version: &str) -> Result<(String, String), Box<dyn std::erro
     ))
 }
 
-/// Loads the releases of `versions` of all four providers (the three real ones from
-/// `releases`, `../shared/testdata/providers`, and the docker provider's) into ConfigMaps of
-/// their namespaces.
-pub async fn load_releases(
+/// Loads the docker provider's releases of `versions` (see [`capd_release`]) into ConfigMaps of
+/// its namespace.
+pub async fn load_capd_releases(
     cluster: &TestCluster,
     client: &Client,
-    releases: &std::path::Path,
     versions: &[&str],
 ) -> TestResult {
-    let labels = |l: &'static str| [("provider.cluster.x-k8s.io/name", l)];
-    for (_, ns, _, label, file) in REAL_PROVIDERS {
-        cluster.ensure_namespace(ns)?;
-        for v in versions {
-            let dir = releases.join(label).join(v);
-            let metadata = std::fs::read_to_string(dir.join("metadata.yaml"))?;
-            let components = std::fs::read_to_string(dir.join(file))?;
-            let name = format!("{label}-{v}");
-            release_configmap(client, ns, &name, &labels(label), v, &metadata, &components).await?;
-        }
-    }
     cluster.ensure_namespace(CAPD_NS)?;
     for v in versions {
         let (metadata, components) = capd_release(v)?;
@@ -99,78 +86,6 @@ async fn put_capd_release(
     let labels = [("provider.cluster.x-k8s.io/name", CAPD_LABEL)];
     release_configmap(
         client, CAPD_NS, &name, &labels, version, metadata, components,
-    )
-    .await
-}
-
-/// Version of the synthetic release whose contract differs from v1.12.0's: no real pair of
-/// releases with different contracts is at hand (v1.10 → v1.11 is one, but the test data holds
-/// v1.11.0 and v1.12.0), so v1.12.0's release is published again as a 1.13 series that its
-/// metadata says follows contract `v1beta3`, its CRDs labelled for that contract (mapping it to
-/// the v1beta2 API, which the managers read). The managers are the real v1.12.0 ones.
-pub const CONTRACT_VERSION: &str = "v1.13.0";
-/// The contract [`CONTRACT_VERSION`] follows.
-pub const NEXT_CONTRACT: &str = "v1beta3";
-
-/// [`CONTRACT_VERSION`]'s metadata.yaml: v1.12.0's with the 1.13 series added first.
-pub fn contract_metadata(metadata: &str) -> Result<String, String> {
-    let series = format!("  - major: 1\n    minor: 13\n    contract: {NEXT_CONTRACT}\n");
-    let (head, rest) = metadata
-        .split_once("releaseSeries:\n")
-        .ok_or("no releaseSeries in metadata.yaml")?;
-    if !rest.starts_with("  - major:") {
-        return Err(format!("unexpected releaseSeries layout: {rest:.40}"));
-    }
-    Ok(format!("{head}releaseSeries:\n{series}{rest}"))
-}
-
-/// [`CONTRACT_VERSION`]'s components: v1.12.0's with every CRD labelled for [`NEXT_CONTRACT`].
-/// Text is edited, not re-serialized, so the release's variables keep their exact form.
-pub fn contract_components(components: &str) -> Result<String, String> {
-    let label = format!("    cluster.x-k8s.io/{NEXT_CONTRACT}: v1beta2");
-    let mut out = Vec::new();
-    let (mut crds, mut labelled) = (0, 0);
-    for doc in components.split("\n---\n") {
-        let is_crd = doc.lines().any(|l| l == "kind: CustomResourceDefinition");
-        crds += usize::from(is_crd);
-        let mut lines: Vec<&str> = Vec::new();
-        for line in doc.lines() {
-            lines.push(line);
-            if is_crd && line == "  labels:" {
-                lines.push(&label);
-                labelled += 1;
-            }
-        }
-        out.push(lines.join("\n"));
-    }
-    if crds == 0 || crds != labelled {
-        return Err(format!("{labelled} of {crds} CRDs labelled"));
-    }
-    Ok(out.join("\n---\n") + "\n")
-}
-
-/// Loads [`CONTRACT_VERSION`] of all four providers, made from their v1.12.0 releases.
-pub async fn load_contract_release(
-    cluster: &TestCluster,
-    client: &Client,
-    releases: &std::path::Path,
-) -> TestResult {
-    let labels = |l: &'static str| [("provider.cluster.x-k8s.io/name", l)];
-    let v = CONTRACT_VERSION;
-    for (_, ns, _, label, file) in REAL_PROVIDERS {
-        cluster.ensure_namespace(ns)?;
-        let dir = releases.join(label).join("v1.12.0");
-        let metadata = contract_metadata(&std::fs::read_to_string(dir.join("metadata.yaml"))?)?;
-        let components = contract_components(&std::fs::read_to_string(dir.join(file))?)?;
-        let name = format!("{label}-{v}");
-        release_configmap(client, ns, &name, &labels(label), v, &metadata, &components).await?;
-    }
-    let (metadata, components) = capd_release("v1.12.0")?;
-    put_capd_release(
-        client,
-        v,
-        &contract_metadata(&metadata)?,
-        &contract_components(&components)?,
     )
     .await
 }
@@ -235,11 +150,16 @@ pub fn all_providers() -> Vec<(&'static str, &'static str, &'static str)> {
     v
 }
 
-/// Waits until every provider (the docker one too) is Ready at `version` with one ready
-/// manager of that version.
-/// `tag` is the managers' image tag (the release's version but for [`CONTRACT_VERSION`]).
-pub async fn wait_all_ready_at(client: &Client, version: &str, tag: &str) -> Result<(), String> {
+/// Waits until the three real providers are Ready at `version` and the docker provider at
+/// `capd_version`, each with one ready manager of its version.
+pub async fn wait_all_ready_at(
+    client: &Client,
+    version: &str,
+    capd_version: &str,
+) -> Result<(), String> {
     for (kind, ns, name) in all_providers() {
+        let version = if ns == CAPD_NS { capd_version } else { version };
+        let tag = version;
         let done = wait_for(Duration::from_secs(300), || async {
             let p = super::provider(client, kind, ns, name).await?;
             let ready = super::condition(&p, "Ready")?.get("status")? == "True";
@@ -266,39 +186,42 @@ pub async fn wait_all_ready_at(client: &Client, version: &str, tag: &str) -> Res
 fn dev_machine_template(name: &str) -> String {
     let step = r#"{provisioning: {startupDuration: "1s"}}"#;
     format!(
-        "apiVersion: infrastructure.cluster.x-k8s.io/v1beta2\nkind: DevMachineTemplate\nmetadata:\n  name: {name}\n  namespace: {WORKLOAD_NS}\nspec:\n  template:\n    spec:\n      backend:\n        inMemory:\n          vm: {step}\n          node: {step}\n          apiServer: {step}\n          etcd: {step}\n"
+        "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1\nkind: DevMachineTemplate\nmetadata:\n  name: {name}\n  namespace: {WORKLOAD_NS}\nspec:\n  template:\n    spec:\n      backend:\n        inMemory:\n          vm: {step}\n          node: {step}\n          apiServer: {step}\n          etcd: {step}\n"
     )
 }
 
-/// An annotation on the DevCluster: the in-memory backend of v1.11 and v1.12 writes its listener
+/// An annotation on the DevCluster: the in-memory backend of v1.10 to v1.12 writes its listener
 /// annotation into the object's annotation map without creating it, and panics on a DevCluster
 /// that has none (a ClusterClass-made one always has some).
 const ANNOTATION_WORKAROUND: &str = "capi-provider-operator.dev/e2e";
 
-/// The workload cluster: a Cluster on a DevCluster (in-memory backend), a KubeadmControlPlane
-/// of one replica and a MachineDeployment of `workers` replicas.
+/// The workload cluster, written in v1beta1 (the API Cluster API v1.10 serves, contract
+/// v1beta1): a Cluster on a DevCluster (in-memory backend), a KubeadmControlPlane of one
+/// replica and a MachineDeployment of `workers` replicas. References name `apiVersion`, as
+/// v1beta1 does; v1beta2 readers see them converted to `apiGroup`.
 pub fn workload_cluster(workers: u32) -> String {
     let v = KUBERNETES_VERSION;
     let cri = "nodeRegistration:\n        criSocket: unix:///var/run/containerd/containerd.sock";
+    let infra = "apiVersion: infrastructure.cluster.x-k8s.io/v1beta1";
     [
         format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {WORKLOAD_NS}\n"),
         format!(
-            "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata:\n  name: {CLUSTER}\n  namespace: {WORKLOAD_NS}\nspec:\n  clusterNetwork:\n    services:\n      cidrBlocks: [10.128.0.0/12]\n    pods:\n      cidrBlocks: [192.168.0.0/16]\n    serviceDomain: cluster.local\n  infrastructureRef:\n    apiGroup: infrastructure.cluster.x-k8s.io\n    kind: DevCluster\n    name: {CLUSTER}\n  controlPlaneRef:\n    apiGroup: controlplane.cluster.x-k8s.io\n    kind: KubeadmControlPlane\n    name: {CLUSTER}-control-plane\n"
+            "apiVersion: cluster.x-k8s.io/v1beta1\nkind: Cluster\nmetadata:\n  name: {CLUSTER}\n  namespace: {WORKLOAD_NS}\nspec:\n  clusterNetwork:\n    services:\n      cidrBlocks: [10.128.0.0/12]\n    pods:\n      cidrBlocks: [192.168.0.0/16]\n    serviceDomain: cluster.local\n  infrastructureRef:\n    {infra}\n    kind: DevCluster\n    name: {CLUSTER}\n  controlPlaneRef:\n    apiVersion: controlplane.cluster.x-k8s.io/v1beta1\n    kind: KubeadmControlPlane\n    name: {CLUSTER}-control-plane\n"
         ),
         format!(
-            "apiVersion: infrastructure.cluster.x-k8s.io/v1beta2\nkind: DevCluster\nmetadata:\n  name: {CLUSTER}\n  namespace: {WORKLOAD_NS}\n  annotations:\n    {ANNOTATION_WORKAROUND}: \"true\"\nspec:\n  backend:\n    inMemory: {{}}\n"
+            "{infra}\nkind: DevCluster\nmetadata:\n  name: {CLUSTER}\n  namespace: {WORKLOAD_NS}\n  annotations:\n    {ANNOTATION_WORKAROUND}: \"true\"\nspec:\n  backend:\n    inMemory: {{}}\n"
         ),
         dev_machine_template(&format!("{CLUSTER}-control-plane")),
         format!(
-            "apiVersion: controlplane.cluster.x-k8s.io/v1beta2\nkind: KubeadmControlPlane\nmetadata:\n  name: {CLUSTER}-control-plane\n  namespace: {WORKLOAD_NS}\nspec:\n  replicas: 1\n  version: {v}\n  machineTemplate:\n    spec:\n      infrastructureRef:\n        apiGroup: infrastructure.cluster.x-k8s.io\n        kind: DevMachineTemplate\n        name: {CLUSTER}-control-plane\n  kubeadmConfigSpec:\n    clusterConfiguration:\n      apiServer:\n        certSANs: [localhost, 127.0.0.1]\n    initConfiguration:\n      {cri}\n    joinConfiguration:\n      {cri}\n"
+            "apiVersion: controlplane.cluster.x-k8s.io/v1beta1\nkind: KubeadmControlPlane\nmetadata:\n  name: {CLUSTER}-control-plane\n  namespace: {WORKLOAD_NS}\nspec:\n  replicas: 1\n  version: {v}\n  machineTemplate:\n    infrastructureRef:\n      {infra}\n      kind: DevMachineTemplate\n      name: {CLUSTER}-control-plane\n  kubeadmConfigSpec:\n    clusterConfiguration:\n      apiServer:\n        certSANs: [localhost, 127.0.0.1]\n    initConfiguration:\n      {cri}\n    joinConfiguration:\n      {cri}\n"
         ),
         dev_machine_template(&format!("{CLUSTER}-md-0")),
         format!(
-            "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfigTemplate\nmetadata:\n  name: {CLUSTER}-md-0\n  namespace: {WORKLOAD_NS}\nspec:\n  template:\n    spec:\n      joinConfiguration:\n        {}\n",
+            "apiVersion: bootstrap.cluster.x-k8s.io/v1beta1\nkind: KubeadmConfigTemplate\nmetadata:\n  name: {CLUSTER}-md-0\n  namespace: {WORKLOAD_NS}\nspec:\n  template:\n    spec:\n      joinConfiguration:\n        {}\n",
             cri.replace("\n      ", "\n          ")
         ),
         format!(
-            "apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachineDeployment\nmetadata:\n  name: {CLUSTER}-md-0\n  namespace: {WORKLOAD_NS}\nspec:\n  clusterName: {CLUSTER}\n  replicas: {workers}\n  selector:\n    matchLabels: {{}}\n  template:\n    spec:\n      clusterName: {CLUSTER}\n      version: {v}\n      bootstrap:\n        configRef:\n          apiGroup: bootstrap.cluster.x-k8s.io\n          kind: KubeadmConfigTemplate\n          name: {CLUSTER}-md-0\n      infrastructureRef:\n        apiGroup: infrastructure.cluster.x-k8s.io\n        kind: DevMachineTemplate\n        name: {CLUSTER}-md-0\n"
+            "apiVersion: cluster.x-k8s.io/v1beta1\nkind: MachineDeployment\nmetadata:\n  name: {CLUSTER}-md-0\n  namespace: {WORKLOAD_NS}\nspec:\n  clusterName: {CLUSTER}\n  replicas: {workers}\n  selector:\n    matchLabels: {{}}\n  template:\n    spec:\n      clusterName: {CLUSTER}\n      version: {v}\n      bootstrap:\n        configRef:\n          apiVersion: bootstrap.cluster.x-k8s.io/v1beta1\n          kind: KubeadmConfigTemplate\n          name: {CLUSTER}-md-0\n      infrastructureRef:\n        {infra}\n        kind: DevMachineTemplate\n        name: {CLUSTER}-md-0\n"
         ),
     ]
     .join("---\n")
@@ -336,9 +259,15 @@ pub async fn describe(client: &Client) -> String {
         ("cluster.x-k8s.io", "Machine"),
         ("infrastructure.cluster.x-k8s.io", "DevMachine"),
     ] {
-        let list = api(client, g, "v1beta2", k)
+        // v1beta2 once contract v1beta2 is installed, v1beta1 before (all v1.10 serves).
+        let mut list = api(client, g, "v1beta2", k)
             .list(&ListParams::default())
             .await;
+        if list.is_err() {
+            list = api(client, g, "v1beta1", k)
+                .list(&ListParams::default())
+                .await;
+        }
         for o in list.map(|l| l.items).unwrap_or_default() {
             let conds: Vec<String> = o
                 .data
@@ -374,9 +303,10 @@ pub fn describe_sync(client: &Client) -> String {
     })
 }
 
-/// The workload machines that are Running with a Node: (control plane, workers).
-pub async fn running_machines(client: &Client) -> (usize, usize) {
-    let list = api(client, "cluster.x-k8s.io", "v1beta2", "Machine")
+/// The workload machines that are Running with a Node, read at API `version`: (control plane,
+/// workers).
+pub async fn running_machines(client: &Client, version: &str) -> (usize, usize) {
+    let list = api(client, "cluster.x-k8s.io", version, "Machine")
         .list(&ListParams::default())
         .await;
     let mut cp = 0;
@@ -400,10 +330,16 @@ pub async fn running_machines(client: &Client) -> (usize, usize) {
 
 /// Waits until the real controllers report the workload cluster up: the Cluster's control
 /// plane initialized and its infrastructure ready, the control plane and `workers` workers
-/// Running with Nodes, and the MachineDeployment's replicas all ready.
-pub async fn wait_cluster_up(client: &Client, workers: usize, timeout: Duration) -> TestResult {
-    let clusters = api(client, "cluster.x-k8s.io", "v1beta2", "Cluster");
-    let mds = api(client, "cluster.x-k8s.io", "v1beta2", "MachineDeployment");
+/// Running with Nodes, and the MachineDeployment's replicas all ready — read at API `version`
+/// (the condition types and fields checked are named alike in v1beta1 and v1beta2).
+pub async fn wait_cluster_up(
+    client: &Client,
+    version: &str,
+    workers: usize,
+    timeout: Duration,
+) -> TestResult {
+    let clusters = api(client, "cluster.x-k8s.io", version, "Cluster");
+    let mds = api(client, "cluster.x-k8s.io", version, "MachineDeployment");
     let up = wait_for(timeout, || async {
         let c = clusters.get_opt(CLUSTER).await.ok()??;
         let initialized =
@@ -413,7 +349,7 @@ pub async fn wait_cluster_up(client: &Client, workers: usize, timeout: Duration)
             .data
             .pointer("/status/readyReplicas")
             .and_then(Value::as_u64);
-        let machines = running_machines(client).await;
+        let machines = running_machines(client, version).await;
         (initialized && machines == (1, workers) && ready == Some(workers as u64)).then_some(())
     })
     .await;
@@ -540,8 +476,8 @@ pub fn manager_probe(client: &Client, ns: &'static str) -> Probe {
     })
 }
 
-/// A probe reading the Cluster at `version` every 100 ms (v1beta2 is stored; v1beta1 goes
-/// through the core provider's conversion webhook).
+/// A probe reading the Cluster at `version` every 100 ms (a version other than the stored one
+/// goes through the core provider's conversion webhook).
 pub fn cluster_reader(client: &Client, version: &'static str) -> Probe {
     let api = api(client, "cluster.x-k8s.io", version, "Cluster");
     Probe::start(Duration::from_millis(100), move || {
