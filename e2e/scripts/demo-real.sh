@@ -171,7 +171,7 @@ kubectl="$("$here/build.sh")/kubectl"
 begin "the operator from its Helm chart (helm upgrade --install $release $chart)" \
   "two replicas with leader election on the real node, non-root, read-only root filesystem, memory limit"
 "$helm" upgrade --install "$release" "$chart" -n "$ns" --create-namespace -f <(values) \
-  --wait --timeout "${timeout}s" >&2
+  --wait --timeout "${timeout}s" 2> >(grep -v 'found symbolic link' >&2) >&2
 "$kubectl" get pods -n "$ns" -o wide >&2
 
 begin "cert-manager v1.11.5 (the Cluster API providers' webhooks need its certificates)" \
