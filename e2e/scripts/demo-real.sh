@@ -61,6 +61,7 @@ finish() {
   if [[ $rc -ne 0 ]]; then
     printf '\n\033[1mdemo-real: FAILED at step %s/%s (%s), exit status %s\033[0m\n' "$step" "$total" "$current" "$rc" >&2
     [[ -f "$dir/kubeconfig" ]] && note "the cluster is left as it is: export KUBECONFIG=$dir/kubeconfig" \
+      "what runs where: kubectl get pods -A -o wide" \
       "operator log: kubectl logs -n $ns deploy/$release" \
       "stop it: make cluster-down"
   fi
@@ -171,7 +172,7 @@ kubectl="$("$here/build.sh")/kubectl"
 begin "the operator from its Helm chart (helm upgrade --install $release $chart)" \
   "two replicas with leader election on the real node, non-root, read-only root filesystem, memory limit"
 "$helm" upgrade --install "$release" "$chart" -n "$ns" --create-namespace -f <(values) \
-  --wait --timeout "${timeout}s" 2> >(grep -v 'found symbolic link' >&2) >&2
+  --wait --timeout "${timeout}s" 2> >(grep -v 'found symbolic link' >&2) | sed '/^NOTES:/,$d' >&2
 "$kubectl" get pods -n "$ns" -o wide >&2
 
 begin "cert-manager v1.11.5 (the Cluster API providers' webhooks need its certificates)" \
@@ -212,7 +213,7 @@ printf '\n$ kubectl get clusters,machines -A\n' >&2
 "$kubectl" get clusters,machines -A
 cat >&2 <<MSG
 
-The cluster, its real node, the operator and the providers keep running:
+Done in ${SECONDS} s. The cluster, its real node, the operator and the providers keep running:
   export KUBECONFIG=$kc
   kubectl get capi-providers -A
   kubectl get clusters,machines -A
