@@ -17,8 +17,8 @@
 #   8. kubectl get capi-providers -A and kubectl get clusters,machines -A.
 #
 #   demo-real.sh            runs it; the cluster keeps running (make cluster-down stops it)
-#   demo-real.sh --dry-run  no root, no cluster of its own: checks what the demo would apply (the
-#                           chart rendered with the demo's values, the provider objects against
+#   demo-real.sh --dry-run  no root, no cluster of its own: checks the script's syntax and what the
+#                           demo would apply (the chart rendered with the demo's values, the provider objects against
 #                           their CRDs on KUBECONFIG's cluster, the workload cluster's YAML);
 #                           make docs-check runs it (docs/user-guide.md)
 #
@@ -114,6 +114,8 @@ dry_run() {
   local helm kubectl
   begin "checking what the demo applies (dry run: no root, no real node)" \
     "the steps of the demo: $0 --help"
+  # bash reads a script as it runs it: the steps after this dry run are parsed here.
+  bash -n "$0"
   helm=$("$here/helm.sh")
   kubectl="$("$here/build.sh")/kubectl"
   local rendered err
