@@ -17,10 +17,10 @@
 #   8. kubectl get capi-providers -A and kubectl get clusters,machines -A.
 #
 #   demo-real.sh            runs it; the cluster keeps running (make cluster-down stops it)
-#   demo-real.sh --dry-run  no root, no cluster of its own: checks the script's syntax and what the
-#                           demo would apply (the chart rendered with the demo's values, the provider objects against
-#                           their CRDs on KUBECONFIG's cluster, the workload cluster's YAML);
-#                           make docs-check runs it (docs/user-guide.md)
+#   demo-real.sh --dry-run  no root, no cluster of its own: checks the script's syntax and what
+#                           the demo would apply (the chart rendered with the demo's values, the
+#                           provider objects against their CRDs on KUBECONFIG's cluster, the
+#                           workload cluster's YAML); make docs-check runs it (docs/user-guide.md)
 #
 # Rerunning it reuses the running cluster and changes nothing that is already there. Each wait
 # is bounded (DEMO_TIMEOUT seconds, default 300); a step that fails or times out stops the demo
