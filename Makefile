@@ -198,6 +198,10 @@ test: deps fmt-check clippy check-generated unit alerts-check integration real-n
 demo: deps control-plane ## The operator demo: local control plane, CRDs, operator, sample providers until Ready.
 	@$(SCRIPTS)/demo.sh
 
+.PHONY: demo-real
+demo-real: ## The demo on the real node (root): images, the operator from its Helm chart, cert-manager, the real Cluster API v1.12.0 providers and a workload cluster on the in-memory provider (e2e/scripts/demo-real.sh).
+	@$(SCRIPTS)/demo-real.sh
+
 .PHONY: bench
 bench: control-plane ## Benchmarks: render time; the index's routing and queries (1/30/300 providers); install ratio, idle writes, RSS; scale (1/10/30 providers, restart); side by side with cluster-api-operator (peer; BENCH_QUICK=1 for a quick check); writes docs/performance.md; the real node's start to Ready (target 20 s, root).
 	@mkdir -p $(HOME)/.cache/capi-provider-operator/bench
