@@ -10,8 +10,12 @@ Why a plugin: containerd 1.6 does not hand pod annotations to CNI, only CNI_ARGS
 K8S_POD_NAMESPACE and K8S_POD_NAME; host-local takes a requested address as `IP=<addr>` in
 CNI_ARGS. So on ADD this reads the pod from the API server (its address and client certificate
 are extra keys of the `ipam` section, which host-local ignores), adds `IP=<addr>` when the
-annotation is there, and runs host-local with the same configuration; DEL and CHECK run
-host-local unchanged (it releases by container ID). An address outside the pool, a malformed
+annotation is there, and runs host-local; DEL and CHECK run host-local unchanged (it releases by
+container ID). The pinned addresses have a range of their own (`pinnedRange`, after the pool of
+`ranges`, one data directory for both): host-local hands unpinned pods the pool's addresses in
+turn, so a pinned address inside the pool would sooner or later be taken by another pod while
+its own is being replaced. For a pinned pod the ranges become `pinnedRange`. An address outside
+`pinnedRange`, a malformed
 annotation or an API server that cannot be asked fail the ADD with a message naming the pod, so
 the kubelet's FailedCreatePodSandBox event says why, and a pinned pod never starts on another
 address. An address another pod holds fails as host-local says; the kubelet retries.
@@ -79,18 +83,15 @@ def pinned(ipam, namespace, name):
     return addrs[0]
 
 
-def in_pool(ipam, addr):
-    """Whether host-local's ranges hold `addr`; else the ranges, for the message."""
-    pools = []
-    for rangeset in ipam.get("ranges", []):
-        for r in rangeset:
-            net = ipaddress.IPv4Network(r["subnet"])
-            start = ipaddress.IPv4Address(r.get("rangeStart", str(net.network_address + 1)))
-            end = ipaddress.IPv4Address(r.get("rangeEnd", str(net.broadcast_address - 1)))
-            if start <= addr <= end:
-                return True, []
-            pools.append(f"{start}-{end}")
-    return False, pools
+def pinned_config(conf, addr):
+    """`conf` with host-local's ranges narrowed to the pinned range, if it holds `addr`; else None
+    and the range, for the message."""
+    pin = conf["ipam"]["pinnedRange"]
+    start, end = ipaddress.IPv4Address(pin["rangeStart"]), ipaddress.IPv4Address(pin["rangeEnd"])
+    if not start <= addr <= end:
+        return None, f"{start}-{end}"
+    base = dict(conf["ipam"]["ranges"][0][0], rangeStart=str(start), rangeEnd=str(end))
+    return dict(conf, ipam=dict(conf["ipam"], ranges=[[base]])), None
 
 
 def host_local(stdin, env, addr, pod):
@@ -130,10 +131,11 @@ def main():
         except PodError as e:
             fail(conf, str(e))
         if addr is not None:
-            ok, pools = in_pool(conf["ipam"], addr)
-            if not ok:
+            narrowed, pin_range = pinned_config(conf, addr)
+            if narrowed is None:
                 fail(conf, f"pod {ns}/{name}: pinned address {addr} (annotation {ANNOTATION}) "
-                           f"is outside this node's pod range {', '.join(pools)}")
+                           f"is outside this node's range for pinned addresses {pin_range}")
+            stdin = json.dumps(narrowed).encode()
             env["CNI_ARGS"] = ";".join(filter(None, [env.get("CNI_ARGS", ""), f"IP={addr}"]))
     host_local(stdin, env, addr, f"{ns}/{name}")
 

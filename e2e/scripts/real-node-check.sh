@@ -136,17 +136,18 @@ pause_pod() { # name [addr]
 pod_ip() { "${kubectl[@]}" get pod "$1" -o 'jsonpath={.status.podIP}'; }
 # Pinned addresses (cni-pinned-ip.py): a pod annotated with cni.projectcalico.org/ipAddrs gets
 # that address, again after it is deleted and created anew (as the in-memory provider's pod is on
-# every restart and upgrade); a pod without it gets one of the pool; a pinned address outside the
-# pool leaves the pod without a sandbox, the kubelet's event saying why.
+# every restart and upgrade); a pod without it gets one of the pool (.2-.99); an address outside
+# the pinned range (.100-.126; .50 is the pool's) or one another pod holds leaves the pod without
+# a sandbox, the kubelet's event saying why.
 # pin_start creates the pods, so that they start beside the probe pod; pin_check checks them.
 pin_start() {
   local p=${REAL_NODE_POD_CIDR%.0/25}
   pin_t0=${EPOCHREALTIME/./}
-  { pause_pod pinned "$p.100"; pause_pod pool; pause_pod pinned-outside 192.0.2.10; } | "${kubectl[@]}" apply -f - >/dev/null
+  { pause_pod pinned "$p.100"; pause_pod pool; pause_pod pinned-outside "$p.50"; } | "${kubectl[@]}" apply -f - >/dev/null
 }
 pin_check() {
   local p=${REAL_NODE_POD_CIDR%.0/25} ip i
-  local want="$p.100" outside=192.0.2.10
+  local want="$p.100" outside=$p.50
   for i in 1 2; do
     "${kubectl[@]}" wait --for=condition=Ready pod/pinned pod/pool --timeout=60s >/dev/null \
       || { "${kubectl[@]}" describe pod pinned pool >&2; fail "the pinned and pool pods never became Ready"; }
@@ -159,12 +160,13 @@ pin_check() {
     pause_pod pinned "$want" | "${kubectl[@]}" apply -f - >/dev/null
   done
   ip=$(pod_ip pool)
-  if ! grep -qE "^$pod_net" <<<"$ip" || [[ "$ip" == "$want" ]]; then
-    fail "pod pool got $ip, not a free address of $REAL_NODE_POD_CIDR"
+  # The pool is .2-.99: the pinned range is no pod's but those that pin an address in it.
+  if ! grep -qE "^$pod_net" <<<"$ip" || (( ${ip##*.} < 2 || ${ip##*.} > 99 )); then
+    fail "pod pool got $ip, not an address of the pool $p.2-$p.99"
   fi
   pause_pod pinned-taken "$want" | "${kubectl[@]}" apply -f - >/dev/null
   sandbox_fails pinned-outside \
-    "pinned address $outside (annotation cni.projectcalico.org/ipAddrs) is outside this node's pod range $p.2-$p.126"
+    "pinned address $outside (annotation cni.projectcalico.org/ipAddrs) is outside this node's range for pinned addresses $p.100-$p.126"
   sandbox_fails pinned-taken "pinned address $want (annotation cni.projectcalico.org/ipAddrs): failed to allocate"
   "${kubectl[@]}" delete pod pinned pool pinned-outside pinned-taken --wait=false >/dev/null
   log "pinned $want kept by a new pod, pool pod at $ip, $outside and a second $want refused; $(( (${EPOCHREALTIME/./} - pin_t0) / 1000 )) ms from their creation"
