@@ -104,7 +104,7 @@ unit: ## Unit tests (no cluster).
 # pods, so they run in a second test process beside everything else instead of after it.
 NODE_AREAS := node:: root:: clusterctl:: upgrade_real::
 
-integration: control-plane providers images image process-node ## Integration tests against one shared local control plane; the areas of real managers (NODE_AREAS) start their own clusters with a node (process node, or the real node: node::image_pull, node::operator_image), in a second test process run beside the rest.
+integration: control-plane providers images image process-node ## Integration tests against one shared local control plane; the areas of real managers (NODE_AREAS) start their own clusters with a node (the real node; node::helm_chart and node::workload_cluster the process node), in a second test process run beside the rest.
 	@dir=$$(mktemp -u -t capi-it-XXXXXX); \
 	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true; rm -f '"$$dir"'.node.log' EXIT; \
 	images=$$($(SCRIPTS)/build-providers.sh); \
