@@ -104,7 +104,7 @@ unit: ## Unit tests (no cluster).
 # pods, so they run in a second test process beside everything else instead of after it.
 NODE_AREAS := node:: root:: clusterctl:: upgrade_real::
 
-integration: control-plane providers images image process-node ## Integration tests in three test processes run side by side: the other crates' on one local control plane, the operator's on a second, and the operator's areas of real managers (NODE_AREAS), which start their own clusters with a node (process node, or the real node: node::image_pull, node::operator_image).
+integration: control-plane providers images image process-node ## Integration tests in three test processes run side by side: the other crates' on one local control plane, the operator's on a second, and the operator's areas of real managers (NODE_AREAS), which start their own clusters with a node (the real node; node::helm_chart still the process node).
 	@dir=$$(mktemp -u -t capi-it-XXXXXX); \
 	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true; $(SCRIPTS)/cluster-down.sh --dir '"$$dir"'-rest || true; rm -f '"$$dir"'.node.log '"$$dir"'.rest.log' EXIT; \
 	images=$$($(SCRIPTS)/build-providers.sh); \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make images: packages every manager binary build-providers.sh builds (the Cluster API managers of
 # each CAPI_VERSIONS and CAPI_MANAGER_VERSIONS, the docker/in-memory provider, cert-manager, the Go
-# cluster-api-operator; all CGO_ENABLED=0 static, checked here) as a one-layer OCI image (oci-image.py)
+# cluster-api-operator; all CGO_ENABLED=0 static, checked here) as a one-layer OCI image (oci-image.py;
+# with --nonroot-base, the /tmp, /home/nonroot and HOME of the distroless:nonroot base upstream uses)
 # and pushes it (oci-push.py) to a local registry (docker-registry, TLS, basic auth) under the
 # repository and tag its release manifest names, kept as the registry's storage host by host:
 # registry.k8s.io/cluster-api/cluster-api-controller:v1.12.0 is the repository
@@ -101,7 +102,7 @@ for spec in "${todo[@]}"; do
   read -r ref bin dest <<<"$spec"
   log "packaging $ref"
   nice -n 19 python3 "$here/oci-image.py" --name "$ref" --file "$bin:$dest" --entrypoint "$dest" --user 65532 \
-    --gzip-level 1 "$work/image.tar"
+    --nonroot-base --gzip-level 1 "$work/image.tar"
   push "$pub" "$work/image.tar" "$ref"
   [[ "$ref" == "registry.k8s.io/cluster-api/cluster-api-controller:v1.12.0" ]] \
     && push "$priv" "$work/image.tar" "$PRIVATE_REF:v1.12.0"

@@ -49,23 +49,27 @@ ours() {
     || true
 }
 
+# A pod on the node: NAME, its ANNOTATIONS (a YAML flow map) and the lines of its SPEC.
+node_pod() { # name annotations spec
+  cat <<YAML
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default, annotations: $2}
+spec:
+  nodeSelector: {capi-provider-operator.dev/real-node: "true"}
+  tolerations: [{key: capi-provider-operator.dev/real-node, operator: Exists, effect: NoSchedule}]
+$3
+YAML
+}
 # A pod of IMAGE on the node running `--help` (every manager prints its flags and exits), with
 # the pull secret SECRET if given.
 help_pod() { # name image [secret]
   local secrets="[]"
   [[ -n "${3:-}" ]] && secrets="[{name: $3}]"
-  cat <<YAML
----
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: default}
-spec:
-  restartPolicy: Never
+  node_pod "$1" "{}" "  restartPolicy: Never
   imagePullSecrets: $secrets
-  nodeSelector: {capi-provider-operator.dev/real-node: "true"}
-  tolerations: [{key: capi-provider-operator.dev/real-node, operator: Exists, effect: NoSchedule}]
-  containers: [{name: manager, image: "$2", args: [--help], resources: {limits: {memory: 64Mi}}}]
-YAML
+  containers: [{name: manager, image: \"$2\", args: [--help], resources: {limits: {memory: 64Mi}}}]"
 }
 # The pod ran the image's manager to its end: its --help output.
 ran() { # pod
@@ -123,6 +127,63 @@ images_check() {
   log "images checked in $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms"
 }
 
+# A pause pod on the node, annotated to pin ADDR if given.
+pause_pod() { # name [addr]
+  local ann="{}"
+  [[ -n "${2:-}" ]] && ann="{cni.projectcalico.org/ipAddrs: '[\"$2\"]'}"
+  node_pod "$1" "$ann" '  containers: [{name: pause, image: "registry.k8s.io/pause:3.10", imagePullPolicy: Never}]'
+}
+pod_ip() { "${kubectl[@]}" get pod "$1" -o 'jsonpath={.status.podIP}'; }
+# Pinned addresses (cni-pinned-ip.py): a pod annotated with cni.projectcalico.org/ipAddrs gets
+# that address, again after it is deleted and created anew (as the in-memory provider's pod is on
+# every restart and upgrade); a pod without it gets one of the pool (.2-.99); an address outside
+# the pinned range (.100-.126; .50 is the pool's) or one another pod holds leaves the pod without
+# a sandbox, the kubelet's event saying why.
+# pin_start creates the pods, so that they start beside the probe pod; pin_check checks them.
+pin_start() {
+  local p=${REAL_NODE_POD_CIDR%.0/25}
+  pin_t0=${EPOCHREALTIME/./}
+  { pause_pod pinned "$p.100"; pause_pod pool; pause_pod pinned-outside "$p.50"; } | "${kubectl[@]}" apply -f - >/dev/null
+}
+pin_check() {
+  local p=${REAL_NODE_POD_CIDR%.0/25} ip i
+  local want="$p.100" outside=$p.50
+  for i in 1 2; do
+    "${kubectl[@]}" wait --for=condition=Ready pod/pinned pod/pool --timeout=60s >/dev/null \
+      || { "${kubectl[@]}" describe pod pinned pool >&2; fail "the pinned and pool pods never became Ready"; }
+    ip=$(pod_ip pinned)
+    [[ "$ip" == "$want" ]] || fail "pod pinned got $ip (round $i), not its annotation's $want"
+    [[ $i -eq 2 ]] && break
+    # Deleted as a Deployment's Recreate strategy deletes it: gracefully, so the kubelet has
+    # released the address when the pod is gone.
+    "${kubectl[@]}" delete pod pinned --wait >/dev/null
+    pause_pod pinned "$want" | "${kubectl[@]}" apply -f - >/dev/null
+  done
+  ip=$(pod_ip pool)
+  # The pool is .2-.99: the pinned range is no pod's but those that pin an address in it.
+  if ! grep -qE "^$pod_net" <<<"$ip" || (( ${ip##*.} < 2 || ${ip##*.} > 99 )); then
+    fail "pod pool got $ip, not an address of the pool $p.2-$p.99"
+  fi
+  pause_pod pinned-taken "$want" | "${kubectl[@]}" apply -f - >/dev/null
+  sandbox_fails pinned-outside \
+    "pinned address $outside (annotation cni.projectcalico.org/ipAddrs) is outside this node's range for pinned addresses $p.100-$p.126"
+  sandbox_fails pinned-taken "pinned address $want (annotation cni.projectcalico.org/ipAddrs): failed to allocate"
+  "${kubectl[@]}" delete pod pinned pool pinned-outside pinned-taken --wait=false >/dev/null
+  log "pinned $want kept by a new pod, pool pod at $ip, $outside and a second $want refused; $(( (${EPOCHREALTIME/./} - pin_t0) / 1000 )) ms from their creation"
+}
+# The pod has no sandbox (so no address), the kubelet's FailedCreatePodSandBox event saying WANT.
+sandbox_fails() { # pod want
+  local msg
+  for _ in $(seq 1 300); do
+    msg=$("${kubectl[@]}" get events --field-selector "involvedObject.name=$1,reason=FailedCreatePodSandBox" \
+      -o 'jsonpath={.items[*].message}')
+    [[ -n "$msg" ]] && break
+    sleep 0.1
+  done
+  [[ "$msg" == *"pod default/$1: $2"* ]] || fail "pod $1: no FailedCreatePodSandBox event saying '$2': '$msg'"
+  [[ -z "$(pod_ip "$1")" ]] || fail "pod $1 got an address"
+}
+
 cleanup() { "$here/cluster-down.sh" --dir "$dir" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 before=$(snapshot)
@@ -138,6 +199,7 @@ pod_net="10\.213\.$(cut -d. -f3 <<<"$REAL_NODE_IP")\."
 # The webhook's serving pair: its caBundle is the certificate itself.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=probe.default.svc \
   -addext subjectAltName=DNS:probe.default.svc -keyout "$dir/probe.key" -out "$dir/probe.crt" 2>/dev/null
+pin_start
 "${kubectl[@]}" create secret tls probe-tls --cert "$dir/probe.crt" --key "$dir/probe.key" >/dev/null
 "${kubectl[@]}" apply -f - >/dev/null <<YAML
 apiVersion: v1
@@ -211,6 +273,7 @@ done
 [[ "$denied" == *'admission webhook "probe.real-node.check" denied the request: probe webhook: denied'* ]] \
   || fail "the API server did not reach the webhook at the pod's IP: $denied"
 log "the API server called the pod's webhook through its Service"
+pin_check
 images_check
 
 

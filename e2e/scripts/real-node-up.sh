@@ -18,7 +18,8 @@
 # would set) and their own PID namespace (killing its first process kills every shim and
 # container), and the pods' cgroups live under one cgroup per node (crn<hash>).
 #
-# The /24: pods get 10.213.i.0/25 on the bridge cni0 (gateway .1); the host end of the veth is
+# The /24: pods get 10.213.i.0/25 on the bridge cni0 (gateway .1; IPAM cni-pinned-ip.py: host-local's
+# pool .2-.99, .100-.126 for addresses pods pin with cni.projectcalico.org/ipAddrs); the host end of the veth is
 # .129, the node end .130 (the Node's InternalIP). The host routes the pods' /25 to the node, so
 # the API server reaches the kubelet and pod IPs (webhooks) directly.
 set -euo pipefail
@@ -105,17 +106,27 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = "$node/cni-bin"
     conf_dir = "$node/cni"
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "$node/certs.d"
 TOML
-  local p=${REAL_NODE_POD_CIDR%.0/25}
+  local p=${REAL_NODE_POD_CIDR%.0/25} plugin
+  # Pinned pod addresses: the IPAM is cni-pinned-ip.py, host-local (pool .2-.99) plus the address
+  # in .100-.126 a pod's cni.projectcalico.org/ipAddrs annotation asks for (containerd hands CNI no annotations, so it
+  # reads the pod from the API server with the node's credentials, the extra ipam keys below).
+  # containerd 1.6 takes one CNI bin directory: Debian's plugins and it, linked side by side.
+  mkdir -p "$node/cni-bin"
+  for plugin in /usr/lib/cni/*; do ln -sfn "$plugin" "$node/cni-bin/"; done
+  ln -sfn "$here/cni-pinned-ip.py" "$node/cni-bin/capi-pinned-ip"
   cat >"$node/cni/10-bridge.conflist" <<CNI
 {"cniVersion": "1.0.0", "name": "$ns", "plugins": [{"type": "bridge", "bridge": "cni0",
   "isGateway": true, "ipMasq": false, "hairpinMode": true,
-  "ipam": {"type": "host-local", "dataDir": "$node/ipam", "routes": [{"dst": "0.0.0.0/0"}],
-    "ranges": [[{"subnet": "$REAL_NODE_POD_CIDR", "rangeStart": "$p.2", "rangeEnd": "$p.126", "gateway": "$p.1"}]]}}]}
+  "ipam": {"type": "capi-pinned-ip", "dataDir": "$node/ipam", "routes": [{"dst": "0.0.0.0/0"}],
+    "ranges": [[{"subnet": "$REAL_NODE_POD_CIDR", "rangeStart": "$p.2", "rangeEnd": "$p.99", "gateway": "$p.1"}]],
+    "pinnedRange": {"rangeStart": "$p.100", "rangeEnd": "$p.126"},
+    "server": "https://${REAL_NODE_HOST_IP}:${API_PORT}", "serverName": "kubernetes", "ca": "$dir/pki/ca.crt",
+    "cert": "$dir/pki/admin.crt", "key": "$dir/pki/admin.key"}}]}
 CNI
   # cgroup v1 (this machine's hierarchy): kubelet 1.34 refuses it unless failCgroupV1 is false.
   # cgroupRoot: the node's pods live in the QoS tree (kubepods/…/pod<uid>) under one cgroup of

@@ -2,7 +2,7 @@
 //! (v0.28.0, built from the module proxy, installed from its release manifest with its
 //! cert-manager certificate, webhooks and converting CRDs) installs the real Cluster API v1.12.0
 //! core, kubeadm bootstrap and kubeadm control-plane providers air-gapped, with their managers
-//! running for real on the process node. This operator, already running, leaves those objects
+//! running for real on the real node. This operator, already running, leaves those objects
 //! alone; `kubectl capi-providers migrate --from cluster-api-operator` shows its plan with
 //! `--dry-run`, then stops the Go operator and hands every provider over: each is Ready under
 //! this operator, and no provider Deployment's generation or ReplicaSets changed.
@@ -67,7 +67,7 @@ fn go_release(test: &str) -> Option<PathBuf> {
 }
 
 /// A v1alpha2 object as cluster-api-operator's air-gapped documentation writes it, placed on
-/// the process node.
+/// the real node.
 fn go_object(kind: &str, ns: &str, name: &str, word: &str) -> String {
     format!(
         r#"apiVersion: operator.cluster.x-k8s.io/v1alpha2
@@ -82,7 +82,8 @@ spec:
       matchLabels:
         provider.cluster.x-k8s.io/name: {name}
         provider.cluster.x-k8s.io/type: {word}
-{ON_PROCESS_NODE}"#
+{}"#,
+        on_real_node()
     )
 }
 
@@ -102,7 +103,7 @@ fn go_key(kind: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> TestResult {
     let test = "a_running_cluster_api_operator_is_handed_over_without_a_restart";
-    let Some(parts) = real_parts(test) else {
+    let Some(parts) = real_node_parts(test) else {
         return Ok(());
     };
     let Some(go) = go_release(test) else {
@@ -111,7 +112,10 @@ async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> Te
     let _serial = capi_test_support::isolated(module_path!()).await;
     let start = std::time::Instant::now();
     let step = |what: &str| eprintln!("[{:>5.1}s] {what}", start.elapsed().as_secs_f64());
-    let cluster = real_cluster()?;
+    let Some(cluster) = real_node(test) else {
+        return Ok(());
+    };
+    let cluster = cluster?;
     let client = cluster.client().await?;
     // This operator's own API; the v1alpha2 CRDs are cluster-api-operator's, from its release.
     let crds = capi_test_support::workspace_root().join("manifests/crds");
@@ -122,9 +126,9 @@ async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> Te
     install_cert_manager(cluster, &client, &parts).await?;
     step("cert-manager running");
 
-    // cluster-api-operator as its release installs it, its pod on the process node.
+    // cluster-api-operator as its release installs it, its pod on the real node.
     cluster.kubectl_ok(&["apply", "--server-side", "-f", &go.to_string_lossy()])?;
-    let placement = r#"{"spec":{"template":{"spec":{"nodeSelector":{"capi-provider-operator.dev/process-node":"true"},"tolerations":[{"key":"capi-provider-operator.dev/process-node","operator":"Exists","effect":"NoSchedule"}]}}}}"#;
+    let placement = r#"{"spec":{"template":{"spec":{"nodeSelector":{"capi-provider-operator.dev/real-node":"true"},"tolerations":[{"key":"capi-provider-operator.dev/real-node","operator":"Exists","effect":"NoSchedule"}]}}}}"#;
     let go_ns = "capi-operator-system";
     let go_deployment = "capi-operator-controller-manager";
     cluster.kubectl_ok(&[
@@ -145,12 +149,12 @@ async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> Te
         go_ns,
         &format!("deployment/{go_deployment}"),
     ])?;
-    // Its webhooks must answer for real: its pod runs on the process node.
+    // Its webhooks must answer for real: its pod runs on the real node.
     wait_for(T, || async {
         (ready_managers(&client, go_ns).await.len() == 1).then_some(())
     })
     .await
-    .ok_or("cluster-api-operator's pod did not become ready on the process node")?;
+    .ok_or("cluster-api-operator's pod did not become ready on the real node")?;
     step("cluster-api-operator running");
 
     // Its air-gapped layout: one ConfigMap per release, labelled with version, name and type.

@@ -8,15 +8,13 @@
 
 use crate::support;
 
-use std::{path::PathBuf, time::Duration};
+use std::time::Duration;
 
-use capi_test_support::{TestCluster, cluster_setting, shared_dir, wait_for};
+use capi_test_support::{TestCluster, cluster_setting, wait_for};
 use support::{real::*, *};
 
 const T: Duration = Duration::from_secs(240);
 const CORE: (&str, &str, &str) = ("CoreProvider", "capi-system", "cluster-api");
-/// The label and taint of the real node.
-pub(super) const REAL_NODE_LABEL: &str = "capi-provider-operator.dev/real-node";
 const RELEASE_IMAGE: &str = "registry.k8s.io/cluster-api/cluster-api-controller";
 
 /// The core provider on the real node with `image` for its manager and `pull_secrets`.
@@ -35,25 +33,6 @@ spec:
     containers: [{{name: manager, image: "{image}"}}]
 "#
     )
-}
-
-/// cert-manager's release manifest of `make providers`, scheduled onto the real node instead of
-/// the process node (its label and taint), images unchanged.
-pub(super) fn cert_manager_on_real_node(test: &str) -> Option<RealParts> {
-    let shared = shared_dir()?;
-    let images = capi_test_support::provider_images().or_else(|| {
-        eprintln!("SKIPPED {test}: the managers are not built (e2e/scripts/build-providers.sh)");
-        None
-    })?;
-    let manifest = images
-        .parent()?
-        .join("cert-manager-v1.11.5/cert-manager.yaml");
-    let text = std::fs::read_to_string(&manifest).ok()?;
-    let path = PathBuf::from(tempfile(&text.replace(PROCESS_NODE_LABEL, REAL_NODE_LABEL)).ok()?);
-    Some(RealParts {
-        releases: shared.join("testdata/providers"),
-        cert_manager: path,
-    })
 }
 
 /// Waits until Ready is False for `ManagerImageUnavailable` naming `image` (a condition left
@@ -110,7 +89,7 @@ fn events(cluster: &TestCluster, reason: &str) -> Result<Vec<String>, Box<dyn st
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_that_cannot_be_pulled_is_reported_until_it_can() -> TestResult {
     let test = "an_image_that_cannot_be_pulled_is_reported_until_it_can";
-    let Some(parts) = cert_manager_on_real_node(test) else {
+    let Some(parts) = real_node_parts(test) else {
         return Ok(());
     };
     let _area = capi_test_support::isolated(module_path!()).await;

@@ -16,8 +16,6 @@ use kube::Client;
 use serde_json::Value;
 use support::{real::*, *};
 
-use super::image_pull::{REAL_NODE_LABEL, cert_manager_on_real_node};
-
 const T: Duration = Duration::from_secs(300);
 const NS: &str = "capi-operator-system";
 
@@ -44,24 +42,7 @@ async fn operator_pods(client: &Client) -> Vec<(String, String)> {
 
 /// The pod's cgroup directory (cgroupfs driver, cgroup v1 memory hierarchy).
 fn pod_cgroup(uid: &str) -> Option<std::path::PathBuf> {
-    fn find(dir: &Path, name: &str, depth: u32) -> Option<std::path::PathBuf> {
-        for e in std::fs::read_dir(dir).ok()?.flatten() {
-            let path = e.path();
-            if !path.is_dir() {
-                continue;
-            }
-            if e.file_name().to_string_lossy() == name {
-                return Some(path);
-            }
-            if depth > 0
-                && let Some(found) = find(&path, name, depth - 1)
-            {
-                return Some(found);
-            }
-        }
-        None
-    }
-    find(Path::new("/sys/fs/cgroup/memory"), &format!("pod{uid}"), 4)
+    find_dir(Path::new("/sys/fs/cgroup/memory"), &format!("pod{uid}"), 4)
 }
 
 /// The kubelet applied the chart's limits and user to pod `uid`: its container's cgroup has the
@@ -115,7 +96,7 @@ async fn the_operators_image_runs_from_its_chart_and_kustomization() -> TestResu
     let Some(helm) = helm_bin(test) else {
         return Ok(());
     };
-    let Some(parts) = cert_manager_on_real_node(test) else {
+    let Some(parts) = real_node_parts(test) else {
         return Ok(());
     };
     let chart = workspace_root().join("manifests/helm/capi-provider-operator");
@@ -172,7 +153,7 @@ async fn the_operators_image_runs_from_its_chart_and_kustomization() -> TestResu
     // From inside the cluster: the real providers, after cert-manager.
     apply(
         cluster,
-        &real_manifest("v1.12.0", |_| String::new()).replace(PROCESS_NODE_LABEL, REAL_NODE_LABEL),
+        &real_manifest_on(&on_real_node(), "v1.12.0", |_| String::new()),
     )?;
     for (kind, ns, name, ..) in REAL_PROVIDERS {
         wait_condition(&client, (kind, ns, name), "Ready", "True", None, T).await?;

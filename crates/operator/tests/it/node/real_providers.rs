@@ -1,5 +1,5 @@
 //! End-to-end with real providers: cert-manager and the real Cluster API v1.12.0 core, kubeadm
-//! bootstrap and kubeadm control-plane managers run as processes on the process node, installed
+//! bootstrap and kubeadm control-plane managers run on the real node (containerd pulls their release images), installed
 //! by the operator with no webhook or conversion patches. Ready on a provider object means its
 //! real manager passed its own readiness probe; the webhooks and conversion answer for real; a
 //! manager that crashes on its arguments is reported as a crash loop, never Ready.
@@ -22,6 +22,7 @@ pub(super) const AREA: &str = module_path!();
 /// The cluster with cert-manager, the v1.12.0 releases and the three providers installed and
 /// Ready, and the operator that installed them.
 pub(super) async fn installed(
+    cluster: &'static TestCluster,
     parts: &RealParts,
 ) -> Result<
     (
@@ -31,7 +32,6 @@ pub(super) async fn installed(
     ),
     Box<dyn std::error::Error>,
 > {
-    let cluster = real_cluster()?;
     cluster.install_crds()?;
     let client = cluster.client().await?;
     install_cert_manager(cluster, &client, parts).await?;
@@ -56,16 +56,19 @@ fn kcp(name: &str, replicas: u32, version: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_managers_become_ready_and_their_webhooks_answer() -> TestResult {
     let test = "real_managers_become_ready_and_their_webhooks_answer";
-    let Some(parts) = real_parts(test) else {
+    let Some(parts) = real_node_parts(test) else {
         return Ok(());
     };
     let _serial = capi_test_support::isolated(AREA).await;
-    let (cluster, client, operator) = installed(&parts).await?;
+    let Some(cluster) = real_node(test) else {
+        return Ok(());
+    };
+    let (cluster, client, operator) = installed(cluster?, &parts).await?;
     let log = |e: String| -> Box<dyn std::error::Error> {
         format!("{e}\n--- operator log ---\n{}", operator.logs()).into()
     };
 
-    // Ready means the real manager is ready: its pod runs on the process node and passed the
+    // Ready means the real manager is ready: its pod runs on the real node and passed the
     // manager's own readiness probe.
     for (kind, ns, ..) in REAL_PROVIDERS {
         let managers = ready_managers(&client, ns).await;
@@ -174,11 +177,14 @@ async fn real_managers_become_ready_and_their_webhooks_answer() -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_looping_manager_is_never_ready() -> TestResult {
     let test = "a_crash_looping_manager_is_never_ready";
-    let Some(parts) = real_parts(test) else {
+    let Some(parts) = real_node_parts(test) else {
         return Ok(());
     };
     let _serial = capi_test_support::isolated(AREA).await;
-    let (cluster, client, operator) = installed(&parts).await?;
+    let Some(cluster) = real_node(test) else {
+        return Ok(());
+    };
+    let (cluster, client, operator) = installed(cluster?, &parts).await?;
     let log = |e: Box<dyn std::error::Error>| -> Box<dyn std::error::Error> {
         format!("{e}\n--- operator log ---\n{}", operator.logs()).into()
     };
@@ -270,11 +276,14 @@ const ALL_MANAGER_FIELDS: &str = r#"  manager:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_manager_field_has_its_real_effect_or_is_reported() -> TestResult {
     let test = "every_manager_field_has_its_real_effect_or_is_reported";
-    let Some(parts) = real_parts(test) else {
+    let Some(parts) = real_node_parts(test) else {
         return Ok(());
     };
     let _serial = capi_test_support::isolated(AREA).await;
-    let (cluster, client, operator) = installed(&parts).await?;
+    let Some(cluster) = real_node(test) else {
+        return Ok(());
+    };
+    let (cluster, client, operator) = installed(cluster?, &parts).await?;
     let log = |e: Box<dyn std::error::Error>| -> Box<dyn std::error::Error> {
         format!("{e}\n--- operator log ---\n{}", operator.logs()).into()
     };

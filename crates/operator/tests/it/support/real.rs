@@ -52,6 +52,25 @@ pub const ON_PROCESS_NODE: &str = r#"  deployment:
       effect: NoSchedule
 "#;
 
+/// The label and taint of the real node (`cluster-up.sh --real-node`).
+pub const REAL_NODE_LABEL: &str = "capi-provider-operator.dev/real-node";
+
+/// `spec.deployment` placing a provider's manager on the real node (as [`ON_PROCESS_NODE`]
+/// does on the process node).
+pub fn on_real_node() -> String {
+    ON_PROCESS_NODE.replace(PROCESS_NODE_LABEL, REAL_NODE_LABEL)
+}
+
+/// `spec.deployment` placing a manager on `cluster`'s node: the real node when it has one, else
+/// the process node.
+pub fn on_node(cluster: &TestCluster) -> String {
+    if capi_test_support::cluster_setting(cluster, "REAL_NODE").is_some() {
+        on_real_node()
+    } else {
+        ON_PROCESS_NODE.to_string()
+    }
+}
+
 /// What the real-provider tests need: the releases in `../shared` and the built binaries.
 pub struct RealParts {
     /// `../shared/testdata/providers`.
@@ -103,6 +122,69 @@ pub fn real_parts(test: &str) -> Option<RealParts> {
 pub fn real_cluster() -> Result<&'static TestCluster, Box<dyn std::error::Error>> {
     Ok(capi_test_support::real_cluster()
         .ok_or("the real managers or the process node are not built")??)
+}
+
+/// The real parts for the real node (`cluster-up.sh --real-node`, whose containerd pulls the
+/// images of `make images`): cert-manager's release manifest of `make providers` scheduled onto
+/// the real node instead of the process node (its label and taint), images unchanged. `None`
+/// after saying why the test is skipped.
+pub fn real_node_parts(test: &str) -> Option<RealParts> {
+    let Some(shared) = shared_dir() else {
+        eprintln!("SKIPPED {test}: ../shared (or CAPI_SHARED_DIR) is absent");
+        return None;
+    };
+    let images = capi_test_support::provider_images().or_else(|| {
+        eprintln!("SKIPPED {test}: the managers are not built (e2e/scripts/build-providers.sh)");
+        None
+    })?;
+    let manifest = images
+        .parent()?
+        .join("cert-manager-v1.11.5/cert-manager.yaml");
+    let text = std::fs::read_to_string(&manifest).ok()?;
+    let path = super::tempfile(&text.replace(PROCESS_NODE_LABEL, REAL_NODE_LABEL)).ok()?;
+    Some(RealParts {
+        releases: shared.join("testdata/providers"),
+        cert_manager: PathBuf::from(path),
+    })
+}
+
+/// The private cluster of the current area with a real node; `None` after saying why the test
+/// is skipped (no root, no `make images`).
+pub fn real_node(test: &str) -> Option<Result<&'static TestCluster, Box<dyn std::error::Error>>> {
+    capi_test_support::real_node_cluster(test).map(|c| c.map_err(Into::into))
+}
+
+/// The first directory named `name` at most `depth` levels under `dir` (a pod's or container's
+/// cgroup under the real node's tree: cgroupfs driver, cgroup v1).
+pub fn find_dir(dir: &std::path::Path, name: &str, depth: u32) -> Option<PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = e.path();
+        if !path.is_dir() {
+            continue;
+        }
+        if e.file_name().to_string_lossy() == name {
+            return Some(path);
+        }
+        if depth > 0
+            && let Some(found) = find_dir(&path, name, depth - 1)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// The host process ID of a container's main process, from its status's `containerID`: the
+/// process node names it (`process://PID`); on the real node it is the first process of the
+/// container's cgroup (`containerd://ID`, under `crn<hash>/kubepods/…/pod<uid>/ID`).
+pub fn container_pid(container_id: &str) -> Option<u32> {
+    if let Some(pid) = container_id.strip_prefix("process://") {
+        return pid.parse().ok();
+    }
+    let id = container_id.strip_prefix("containerd://")?;
+    let dir = find_dir(std::path::Path::new("/sys/fs/cgroup/pids"), id, 5)?;
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).ok()?;
+    procs.lines().next()?.trim().parse().ok()
 }
 
 /// Installs cert-manager from its release manifest and waits until its webhook answers (which
@@ -253,11 +335,16 @@ pub async fn load_real_releases(
 /// The three provider objects at `version`, on the process node, with `extra(kind)` appended
 /// to each spec (2-space indented lines).
 pub fn real_manifest(version: &str, extra: impl Fn(&str) -> String) -> String {
+    real_manifest_on(ON_PROCESS_NODE, version, extra)
+}
+
+/// [`real_manifest`] with `on_node` (e.g. [`on_real_node`]) placing the managers.
+pub fn real_manifest_on(on_node: &str, version: &str, extra: impl Fn(&str) -> String) -> String {
     REAL_PROVIDERS
         .iter()
         .map(|(kind, ns, name, label, _)| {
             format!(
-                "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  version: {version}\n  fetchConfig:\n    selector:\n      matchLabels:\n        provider.cluster.x-k8s.io/name: {label}\n{ON_PROCESS_NODE}{}",
+                "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  version: {version}\n  fetchConfig:\n    selector:\n      matchLabels:\n        provider.cluster.x-k8s.io/name: {label}\n{on_node}{}",
                 extra(kind)
             )
         })
@@ -265,13 +352,16 @@ pub fn real_manifest(version: &str, extra: impl Fn(&str) -> String) -> String {
         .join("---\n")
 }
 
-/// Applies the three providers at `version` (see [`real_manifest`]).
+/// Applies the three providers at `version` on `cluster`'s node (see [`real_manifest`]).
 pub fn apply_real(
     cluster: &TestCluster,
     version: &str,
     extra: impl Fn(&str) -> String,
 ) -> TestResult {
-    apply(cluster, &real_manifest(version, extra))?;
+    apply(
+        cluster,
+        &real_manifest_on(&on_node(cluster), version, extra),
+    )?;
     Ok(())
 }
 
@@ -284,14 +374,22 @@ pub async fn pods(client: &Client, ns: &str) -> Vec<Pod> {
         .unwrap_or_default()
 }
 
-/// The running, ready manager pods of `ns` on the process node, with their images.
+/// Whether pod `p` runs on a node that runs managers for real (the process node or the real
+/// node; kwok's pods run nothing).
+fn on_manager_node(p: &Pod) -> bool {
+    let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    node == Some(capi_test_support::PROCESS_NODE_NAME)
+        || node == Some(capi_test_support::REAL_NODE_NAME)
+}
+
+/// The running, ready manager pods of `ns` on the process node or the real node, with their
+/// images.
 pub async fn ready_managers(client: &Client, ns: &str) -> Vec<(String, String)> {
-    let node = capi_test_support::PROCESS_NODE_NAME;
     pods(client, ns)
         .await
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .filter(on_manager_node)
         .filter_map(|p| {
             let st = p.status?;
             let cs = st.container_statuses?;
@@ -306,18 +404,16 @@ pub async fn ready_managers(client: &Client, ns: &str) -> Vec<(String, String)> 
         .collect()
 }
 
-/// The ready manager pod of `ns` on the process node: (name, pod IP, process ID).
+/// The ready manager pod of `ns` on the process node or the real node: (name, pod IP, host
+/// process ID of its manager).
 pub async fn manager_process(client: &Client, ns: &str) -> Option<(String, String, u32)> {
-    let node = capi_test_support::PROCESS_NODE_NAME;
     pods(client, ns).await.into_iter().find_map(|p| {
-        if p.metadata.deletion_timestamp.is_some()
-            || p.spec.as_ref()?.node_name.as_deref() != Some(node)
-        {
+        if p.metadata.deletion_timestamp.is_some() || !on_manager_node(&p) {
             return None;
         }
         let st = p.status?;
         let c = st.container_statuses?.into_iter().find(|c| c.ready)?;
-        let pid = c.container_id?.strip_prefix("process://")?.parse().ok()?;
+        let pid = container_pid(&c.container_id?)?;
         Some((p.metadata.name?, st.pod_ip?, pid))
     })
 }

@@ -92,9 +92,17 @@ async fn put_capd_release(
 
 /// The pod address the docker provider's manager asks for: the in-memory backend publishes its
 /// own pod IP as each workload cluster's endpoint and refuses to restart on another address,
-/// so its Deployment pins one (Calico's fixed-address annotation, which the process node
-/// honours) and replaces its pod with the Recreate strategy.
+/// so its Deployment pins one (Calico's fixed-address annotation, which the process node and
+/// the real node's IPAM plugin honour) and replaces its pod with the Recreate strategy.
+/// On the real node the address is the first of its range for pinned addresses (`.100`–`.126`
+/// of its /25, see `e2e/scripts/cni-pinned-ip.py`).
 pub fn capd_pod_ip(cluster: &TestCluster) -> Result<String, Box<dyn std::error::Error>> {
+    if let Some(cidr) = capi_test_support::cluster_setting(cluster, "REAL_NODE_POD_CIDR") {
+        let prefix = cidr
+            .strip_suffix(".0/25")
+            .ok_or("real node pod CIDR is not a /25")?;
+        return Ok(format!("{prefix}.100"));
+    }
     let env = std::fs::read_to_string(cluster.dir().join("ports.env"))?;
     let cidr = env
         .lines()
@@ -109,6 +117,12 @@ pub fn capd_pod_ip(cluster: &TestCluster) -> Result<String, Box<dyn std::error::
 /// Recreate strategy (see [`capd_pod_ip`]), and no docker socket (the in-memory backend never
 /// talks to docker; the `test` operations make the patch fail loudly if a release moves it).
 pub fn capd_provider(pod_ip: &str, version: &str, extra: &str) -> String {
+    capd_provider_on(ON_PROCESS_NODE, pod_ip, version, extra)
+}
+
+/// [`capd_provider`] with `on_node` placing the manager (`real::on_node(cluster)` places it on
+/// the cluster's node, the real node's included).
+pub fn capd_provider_on(on_node: &str, pod_ip: &str, version: &str, extra: &str) -> String {
     format!(
         r#"apiVersion: management.cluster.x-k8s.io/v1alpha1
 kind: InfrastructureProvider
@@ -121,7 +135,7 @@ spec:
     selector:
       matchLabels:
         provider.cluster.x-k8s.io/name: {CAPD_LABEL}
-{ON_PROCESS_NODE}  patches:
+{on_node}  patches:
   - target:
       group: apps
       version: v1
