@@ -1,7 +1,7 @@
 //! Tests that run real provider managers on a node of their own: they need root and say SKIPPED
 //! otherwise. Most run on the real node (`cluster-up.sh --real-node`: containerd pulls the release
-//! images of `make images`); `helm_chart` and `workload_cluster` still run on the process node
-//! (the agent binary, `make process-node`).
+//! images of `make images`); `helm_chart` still runs on the process node (the agent binary, `make
+//! process-node`).
 
 mod credential_rotation;
 mod current_releases;

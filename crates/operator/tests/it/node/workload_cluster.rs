@@ -1,7 +1,7 @@
 //! End-to-end with a workload cluster that real controllers reconcile: the real Cluster API
 //! core, kubeadm bootstrap and kubeadm control-plane managers and the docker provider (its
 //! in-memory backend: machines without hardware, a fake workload API server in the provider's
-//! pod), all installed by the operator from ConfigMaps on the process node, and a Cluster with
+//! pod), all installed by the operator from ConfigMaps on the real node, and a Cluster with
 //! a KubeadmControlPlane and a MachineDeployment brought up by those controllers. One cluster
 //! goes through, in order:
 //!
@@ -242,7 +242,7 @@ impl Setup {
 /// cert-manager, the releases, the operator, the four providers at [`V1BETA1_LINE`] and the
 /// workload cluster up with one worker, written in v1beta1.
 async fn set_up(parts: &RealParts, assembled: &Path) -> Result<Setup, Box<dyn std::error::Error>> {
-    let cluster = real_cluster()?;
+    let cluster = capi_test_support::real_node_cluster("workload").ok_or("no real node")??;
     cluster.install_crds()?;
     let client = cluster.client().await?;
     install_cert_manager(cluster, &client, parts).await?;
@@ -258,7 +258,10 @@ async fn set_up(parts: &RealParts, assembled: &Path) -> Result<Setup, Box<dyn st
         ip,
     };
     apply_real(cluster, V1BETA1_LINE, core_gates)?;
-    apply(cluster, &capd_provider(&s.ip, V1BETA1_LINE, ""))?;
+    apply(
+        cluster,
+        &capd_provider_on(&on_node(cluster), &s.ip, V1BETA1_LINE, ""),
+    )?;
     wait_all_ready_at(&s.client, V1BETA1_LINE, V1BETA1_LINE)
         .await
         .map_err(|e| s.fail(e))?;
@@ -587,7 +590,7 @@ async fn blocked_deletion(s: &Setup) -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn workload_cluster_through_upgrades_contract_change_and_blocked_deletion() -> TestResult {
     let test = "workload_cluster_through_upgrades_contract_change_and_blocked_deletion";
-    let Some(parts) = real_parts(test) else {
+    let Some(parts) = real_node_parts(test) else {
         return Ok(());
     };
     let Some(assembled) = capi_test_support::assembled_releases() else {

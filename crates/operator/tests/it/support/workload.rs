@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::{
     TestResult,
-    real::{ON_PROCESS_NODE, REAL_PROVIDERS, ready_managers},
+    real::{REAL_PROVIDERS, ready_managers},
     release_configmap,
 };
 
@@ -112,16 +112,11 @@ pub fn capd_pod_ip(cluster: &TestCluster) -> Result<String, Box<dyn std::error::
     Ok(format!("{prefix}.200"))
 }
 
-/// The InfrastructureProvider of the docker provider at `version`, with `extra` spec lines.
-/// Its patches are what running the in-memory backend needs: the pinned pod address and the
+/// The InfrastructureProvider of the docker provider at `version`, with `extra` spec lines,
+/// its manager placed by `on_node` (`real::on_node(cluster)`: on the cluster's node). Its
+/// patches are what running the in-memory backend needs: the pinned pod address and the
 /// Recreate strategy (see [`capd_pod_ip`]), and no docker socket (the in-memory backend never
 /// talks to docker; the `test` operations make the patch fail loudly if a release moves it).
-pub fn capd_provider(pod_ip: &str, version: &str, extra: &str) -> String {
-    capd_provider_on(ON_PROCESS_NODE, pod_ip, version, extra)
-}
-
-/// [`capd_provider`] with `on_node` placing the manager (`real::on_node(cluster)` places it on
-/// the cluster's node, the real node's included).
 pub fn capd_provider_on(on_node: &str, pod_ip: &str, version: &str, extra: &str) -> String {
     format!(
         r#"apiVersion: management.cluster.x-k8s.io/v1alpha1
