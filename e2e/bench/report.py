@@ -295,9 +295,11 @@ PEER_CAUSES = [
     "is under the code's 22 MiB plus the 7 MiB still in use. Measured and not kept: the index keeping "
     "installed objects' managedFields without other managers' fieldsV1 and the operator's own as text "
     "moved the heap in use by under 0.1 MB (7.3 against 7.4 MB), so those are not where the memory is; "
-    "mimalloc 0.1.52 as the global allocator: RSS at Ready 74.4 MiB, CPU to Ready 0.34 s (glibc 0.28 s), "
-    "a worse result on both (it cross-builds for arm64 with the image's cross gcc). jemalloc was not "
-    "measured.",
+    "mimalloc 0.1.52 as the global allocator (3 runs): RSS at Ready 72.0 MiB (65.6–74.4), settled 78.0 MiB "
+    "(74.4–91.2), CPU to Ready 0.35 s (0.34–0.37; glibc 0.28 s), the binary 0.13 MiB larger: worse on every "
+    "count (it cross-builds for arm64 with the image's cross gcc); jemalloc was not measured. Nor does "
+    "glibc.malloc.mmap_threshold=131072 help (3 runs: RSS at Ready 42.3 MiB, 42.1–43.2; CPU to Ready 0.43 s, 0.29–0.50): the holes are small blocks, not "
+    "large buffers.",
     "- CPU seconds per idle minute: what is left is leader election, which both charts turn on (a Lease renewal "
     "every 2 s): with it 0.030 s per minute (again 0.03 s, 0.02–0.03, in the three 60 s windows of the "
     "RSS runs above) and 207–252 context switches a minute; the same build without it "
