@@ -289,7 +289,7 @@ PEER_CAUSES = [
     "the system, only 7.3–7.8 MB of it in use. So two thirds of the anonymous memory is free memory glibc "
     "keeps: holes left below the top of its heap by the renders and applies of the three releases, which "
     "the trim threshold (it returns only the top) cannot give back. `malloc_trim(0)` called then (gdb) "
-    "brings RssAnon to 8.2 MiB (7.9–8.5) and RSS to 30.3 MiB (29.9–30.7), and it stays there (30.3–30.9 "
+    "brings RssAnon to 8.2 MiB (7.9–8.5) and RSS to 30.3 MiB (30.1–30.7), and it stays there (30.3–31.0 "
     "MiB a minute later). Not done in the operator yet: calling it needs `unsafe` FFI, which the "
     "workspace forbids (`unsafe_code = \"forbid\"`). Even then the goal (a fifth of 124 MiB, about 25 MiB) "
     "is under the code's 22 MiB plus the 7 MiB still in use. Measured and not kept: the index keeping "
