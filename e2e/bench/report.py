@@ -300,7 +300,7 @@ PEER_CAUSES = [
     "count (it cross-builds for arm64 with the image's cross gcc); jemalloc was not measured. Nor does "
     "glibc.malloc.mmap_threshold=131072 help (3 runs: RSS at Ready 42.3 MiB, 42.1–43.2; CPU to Ready 0.43 s, 0.29–0.50): the holes are small blocks, not "
     "large buffers. Of the file-backed part, /proc/PID/smaps at Ready (one run): the binary 20.9 MiB of its "
-    "25.3 MiB (the kernel maps file pages around each one touched, so most of it is resident), libc, libm "
+    "25.3 MiB (the code that ran and the pages the kernel reads and maps around it; not measured apart), libc, libm "
     "and the loader 1.8 MiB.",
     "- CPU seconds per idle minute: what is left is leader election, which both charts turn on (a Lease renewal "
     "every 2 s): with it 0.030 s per minute (again 0.03 s, 0.02–0.03, in the three 60 s windows of the "
