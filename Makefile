@@ -104,21 +104,18 @@ unit: ## Unit tests (no cluster).
 # pods, so they run in a second test process beside everything else instead of after it.
 NODE_AREAS := node:: root:: clusterctl:: upgrade_real::
 
-integration: control-plane providers images image process-node ## Integration tests in three test processes run side by side: the other crates' on one local control plane, the operator's on a second, and the operator's areas of real managers (NODE_AREAS), which start their own clusters with a node (the real node; node::helm_chart still the process node).
+integration: control-plane providers images image process-node ## Integration tests against one shared local control plane; the areas of real managers (NODE_AREAS) start their own clusters with a node (the real node; node::helm_chart still the process node), in a second test process run beside the rest.
 	@dir=$$(mktemp -u -t capi-it-XXXXXX); \
-	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true; $(SCRIPTS)/cluster-down.sh --dir '"$$dir"'-rest || true; rm -f '"$$dir"'.node.log '"$$dir"'.rest.log' EXIT; \
+	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true; rm -f '"$$dir"'.node.log' EXIT; \
 	images=$$($(SCRIPTS)/build-providers.sh); \
 	kc=$$($(SCRIPTS)/cluster-up.sh --dir $$dir); \
-	kc_rest=$$($(SCRIPTS)/cluster-up.sh --dir $$dir-rest); \
 	export CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl CAPI_HELM=$$($(SCRIPTS)/helm.sh) \
 	  CAPI_PROVIDER_IMAGES=$$images CAPI_PROCESS_NODE_BIN=$(CARGO_TARGET_DIR)/debug/capi-process-node; \
 	$(CARGO) test --workspace --test '*' --no-run -q; \
 	$(CARGO) test -p capi-provider-operator --test it -- $(NODE_AREAS) > $$dir.node.log 2>&1 & node=$$!; \
-	CAPI_TEST_KUBECONFIG=$$kc_rest $(CARGO) test --workspace --exclude capi-provider-operator --no-fail-fast --test '*' > $$dir.rest.log 2>&1 & others=$$!; \
 	rest=0; operator=0; nodes=0; \
+	$(CARGO) test --workspace --exclude capi-provider-operator --no-fail-fast --test '*' || rest=$$?; \
 	$(CARGO) test -p capi-provider-operator --test it -- $(addprefix --skip ,$(NODE_AREAS)) || operator=$$?; \
-	wait $$others || rest=$$?; \
-	echo "=== the other crates' tests:"; cat $$dir.rest.log; \
 	wait $$node || nodes=$$?; \
 	echo "=== the operator's areas of real managers ($(NODE_AREAS)):"; cat $$dir.node.log; \
 	echo "integration: rest=$$rest operator=$$operator node-areas=$$nodes"; \
