@@ -122,6 +122,8 @@ INLINE = {
         "covered", "crates/operator/tests/it/move_management_cluster.rs runs it on two local control planes"),
     "make integration": ("covered", "a step of make test"),
     "make real-node-check": ("covered", "a step of make test"),
+    "cargo test ... node::workload_cluster": ("covered", "make integration runs the node:: areas (a step of make test)"),
+    "kubectl get clusters,machines -A": ("covered", "e2e/scripts/demo-real.sh runs it as its last step (make demo-real: by hand, needs root and minutes)"),
     "kubectl logs": ("name", "named as what the process node does not serve (its log files are read instead) and the real node does; e2e/scripts/real-node-check.sh reads a pod's output with it"),
     "make process-node": ("covered", "cargo test -p capi-process-node builds the same binary and starts it"),
     "cargo test -p capi-process-node": ("covered", "needs root; run by make integration (cargo test --workspace)"),
