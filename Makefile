@@ -27,7 +27,7 @@ control-plane: ## Build (or reuse from cache) etcd, kube-apiserver, controller-m
 	@$(SCRIPTS)/build.sh >/dev/null
 
 .PHONY: providers
-providers: ## Build (or reuse from cache) the real Cluster API managers and cert-manager the process node runs.
+providers: ## Build (or reuse from cache) the real Cluster API managers and cert-manager the real node runs (make images packages them).
 	@$(SCRIPTS)/build-providers.sh >/dev/null
 
 .PHONY: images
@@ -45,10 +45,6 @@ cluster-up: control-plane ## Start the local control plane in the background; pr
 .PHONY: cluster-down
 cluster-down: ## Stop the local control plane and remove its data.
 	@$(SCRIPTS)/cluster-down.sh
-
-.PHONY: process-node
-process-node: ## Build the process node agent that cluster-up.sh --process-node starts.
-	$(BUILD)
 
 .PHONY: build
 build: ## Build the workspace.
@@ -99,18 +95,18 @@ unit: ## Unit tests (no cluster).
 	$(CARGO) test --workspace --lib --bins
 
 .PHONY: integration
-# The operator's areas that run real managers on a node of their own (process node or real node;
-# each starts its own private cluster, under root): they spend most of their time waiting for
+# The operator's areas that run real managers on a node of their own (the real node; each starts
+# its own private cluster, under root): they spend most of their time waiting for
 # pods, so they run in a second test process beside everything else instead of after it.
 NODE_AREAS := node:: root:: clusterctl:: upgrade_real::
 
-integration: control-plane providers images image process-node ## Integration tests against one shared local control plane; the areas of real managers (NODE_AREAS) start their own clusters with a node (the real node; node::helm_chart still the process node), in a second test process run beside the rest.
+integration: control-plane providers images image ## Integration tests against one shared local control plane; the areas of real managers (NODE_AREAS) start their own clusters with the real node, in a second test process run beside the rest.
 	@dir=$$(mktemp -u -t capi-it-XXXXXX); \
 	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true; rm -f '"$$dir"'.node.log' EXIT; \
 	images=$$($(SCRIPTS)/build-providers.sh); \
 	kc=$$($(SCRIPTS)/cluster-up.sh --dir $$dir); \
 	export CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl CAPI_HELM=$$($(SCRIPTS)/helm.sh) \
-	  CAPI_PROVIDER_IMAGES=$$images CAPI_PROCESS_NODE_BIN=$(CARGO_TARGET_DIR)/debug/capi-process-node; \
+	  CAPI_PROVIDER_IMAGES=$$images; \
 	$(CARGO) test --workspace --test '*' --no-run -q; \
 	$(CARGO) test -p capi-provider-operator --test it -- $(NODE_AREAS) > $$dir.node.log 2>&1 & node=$$!; \
 	rest=0; operator=0; nodes=0; \
@@ -175,7 +171,7 @@ soak-faults: ## The fault-injection tier at length: SOAK_FAULT_RUNS (default 100
 	  $(CARGO) test --locked -p capi-provider-operator --lib controller::testing::faults::seeded -- --nocapture
 
 .PHONY: soak
-soak: soak-faults control-plane providers process-node ## Long fault injection: the fault tier's SOAK_FAULT_RUNS (default 100000) seeded runs; SOAK_RUNS (default 25) seeded kills per flow, apiserver restart; SOAK_WORKLOAD_KILLS (default 10) kills per step of the workload-cluster upgrade.
+soak: soak-faults control-plane images ## Long fault injection: the fault tier's SOAK_FAULT_RUNS (default 100000) seeded runs; SOAK_RUNS (default 25) seeded kills per flow, apiserver restart; SOAK_WORKLOAD_KILLS (default 10) kills per step of the workload-cluster upgrade.
 	@dir=$$(mktemp -u -t capi-soak-XXXXXX); \
 	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true' EXIT; \
 	kc=$$($(SCRIPTS)/cluster-up.sh --dir $$dir); \
@@ -184,7 +180,7 @@ soak: soak-faults control-plane providers process-node ## Long fault injection: 
 	CAPI_KILL_RUNS=$${SOAK_RUNS:-25} CAPI_KILL_SEED=$$seed \
 	  $(CARGO) test -p capi-provider-operator --test it lifecycle_kill -- --nocapture; \
 	CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl CAPI_HELM=$$($(SCRIPTS)/helm.sh) \
-	CAPI_PROVIDER_IMAGES=$$($(SCRIPTS)/build-providers.sh) CAPI_PROCESS_NODE_BIN=$(CARGO_TARGET_DIR)/debug/capi-process-node \
+	CAPI_PROVIDER_IMAGES=$$($(SCRIPTS)/build-providers.sh) \
 	CAPI_KILL_RUNS=$${SOAK_WORKLOAD_KILLS:-10} CAPI_KILL_SEED=$$seed \
 	  $(CARGO) test -p capi-provider-operator --test it node::workload_cluster -- --nocapture
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the real provider managers the process node runs, from the Go module proxy, into a cache
+# Builds the real provider managers the real node runs, from the Go module proxy, into a cache
 # directory keyed by version (a second run is a no-op):
 #   - the Cluster API managers of each version in CAPI_VERSIONS and CAPI_MANAGER_VERSIONS: core
 #     (cluster-api-controller), kubeadm bootstrap (kubeadm-bootstrap-controller), kubeadm control plane
@@ -16,7 +16,8 @@
 #   - kubernetes-sigs/cluster-api-operator GO_OPERATOR_VERSION (the operator this one replaces; the
 #     handover tests run it), its CRDs as released (config/crd/bases) and a self-signed serving
 #     certificate for its webhook server (nothing calls it; it must only start).
-# Writes images.yaml (the process node's image → binary map) and prints its path on stdout.
+# Writes images.yaml (each image → its binary: the tests find the managers through it) and prints
+# its path on stdout.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 mods="$here/../providers"
@@ -175,6 +176,9 @@ build_cert_manager() { # version
   touch "$stamp"
 }
 
+# The label and taint of the real node (e2e/scripts/real-node-up.sh) cert-manager is placed by.
+cert_manager_node=capi-provider-operator.dev/real-node
+
 # cert-manager's release manifest is its Helm chart rendered with installCRDs=true; the chart in the
 # module is a template (Chart.template.yaml, CRDs in deploy/crds), assembled here as its release
 # tooling assembles it.
@@ -192,12 +196,12 @@ render_cert_manager() { # version, out
     for f in "$src"/deploy/crds/crd-*.yaml; do echo '---'; cat "$f"; done
     echo '{{- end }}'
   } > "$chart/cert-manager/templates/crds.yaml"
-  # Scheduled onto the process node (its label and taint), where the real binaries run.
-  cat > "$chart/values.yaml" <<'VALUES'
+  # Scheduled onto the real node (its label and taint), where the release images run.
+  cat > "$chart/values.yaml" <<VALUES
 installCRDs: true
 startupapicheck: {enabled: false}
-nodeSelector: &node {capi-provider-operator.dev/process-node: "true"}
-tolerations: &tolerate [{key: capi-provider-operator.dev/process-node, operator: Exists, effect: NoSchedule}]
+nodeSelector: &node {$cert_manager_node: "true"}
+tolerations: &tolerate [{key: $cert_manager_node, operator: Exists, effect: NoSchedule}]
 webhook: {nodeSelector: *node, tolerations: *tolerate}
 cainjector: {nodeSelector: *node, tolerations: *tolerate}
 VALUES
@@ -206,7 +210,8 @@ VALUES
     cat "$src/deploy/manifests/namespace.yaml"
     "$helm" template cert-manager "$chart/cert-manager" --namespace cert-manager -f "$chart/values.yaml" \
       --kube-version "$KUBE_VERSION"
-  } > "$out/cert-manager.yaml"
+  } > "$out/cert-manager.yaml.tmp"
+  mv "$out/cert-manager.yaml.tmp" "$out/cert-manager.yaml"
   rm -rf "$chart"
 }
 

@@ -9,22 +9,6 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ -d "$dir" ]] || exit 0
-# The process node first, alone: it stops its pods and removes its network before the API
-# server it reports to goes away.
-if [[ -f "$dir/process-node.pid" ]]; then
-  pid=$(cat "$dir/process-node.pid")
-  kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-  kill -KILL "$pid" 2>/dev/null
-  rm -f "$dir/process-node.pid"
-fi
-# Whatever it could not clean up: its pod namespaces (their veths go with them) and the bridge.
-bridge=$(sed -n 's/^PROCESS_NODE_BRIDGE=//p' "$dir/ports.env" 2>/dev/null)
-[[ -n "$bridge" ]] || bridge="cpn$(printf '%s' "$(realpath -m "$dir")" | sha256sum | cut -c1-8)"
-if ip link show dev "$bridge" >/dev/null 2>&1 || ip netns list 2>/dev/null | grep -q "^cpn-$bridge-"; then
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^cpn-$bridge-"); do ip netns del "$ns"; done
-  ip link del "$bridge" 2>/dev/null
-fi
 # The real node (real-node-up.sh): killing the first process of its PID namespace ends every
 # process of the node (components, shims, containers); its mounts and the pods' network
 # namespaces go with its mount namespace. Its cgroup tree and network namespace go last.

@@ -3,15 +3,10 @@
 # kube-controller-manager, kube-scheduler and kwok (one fake node whose pods become Running and
 # Ready). Everything listens on 127.0.0.1 only, on free ports; data lives in one directory.
 #
-#   cluster-up.sh [--dir DIR] [--watch-pid PID] [--process-node IMAGES_FILE] [--real-node] [--audit]
+#   cluster-up.sh [--dir DIR] [--watch-pid PID] [--real-node] [--audit]
 #
 # --dir           state directory (default: $CAPI_CLUSTER_DIR or /tmp/capi-provider-operator-cluster-$UID)
 # --watch-pid     stop the cluster automatically once process PID exits (used by test binaries)
-# --process-node  also start the process node (crates/process-node, needs root), a second Node
-#                 that runs the Pods scheduled to it as local processes; IMAGES_FILE maps images
-#                 to binaries (default: $CAPI_PROCESS_NODE_IMAGES). The agent binary is
-#                 $CAPI_PROCESS_NODE_BIN (default: the debug build under $CARGO_TARGET_DIR), extra
-#                 agent flags come from $CAPI_PROCESS_NODE_ARGS.
 # --real-node     also start a real node (e2e/scripts/real-node-up.sh, needs root): containerd,
 #                 runc, CNI, kubelet and kube-proxy in namespaces of their own, Node "real-node"
 #                 (tainted capi-provider-operator.dev/real-node). The API server then also listens
@@ -26,13 +21,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 dir=${CAPI_CLUSTER_DIR:-${TMPDIR:-/tmp}/capi-provider-operator-cluster-$(id -u)}
 watch_pid=""
 audit=false
-process_node_images=${CAPI_PROCESS_NODE_IMAGES:-}
 real_node=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dir) dir=$2; shift 2 ;;
     --watch-pid) watch_pid=$2; shift 2 ;;
-    --process-node) process_node_images=$2; shift 2 ;;
     --real-node) real_node=true; shift ;;
     --audit) audit=true; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
@@ -201,11 +194,6 @@ for i in $(seq 1 120); do
   "${kubectl[@]}" get serviceaccount default -n default >/dev/null 2>&1 && break
   sleep 0.25
 done
-
-if [[ -n "$process_node_images" ]]; then
-  "$here/process-node-up.sh" "$dir" "$process_node_images" "$bindir/kubectl" >&2 || {
-    "$here/cluster-down.sh" --dir "$dir" >&2 || true; exit 1; }
-fi
 
 if $real_node; then
   "$here/real-node-up.sh" start "$dir" "$bindir/kubectl" || { "$here/cluster-down.sh" --dir "$dir" >&2 || true; exit 1; }

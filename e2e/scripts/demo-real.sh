@@ -179,8 +179,7 @@ begin "the operator from its Helm chart (helm upgrade --install $release $chart)
 
 begin "cert-manager v1.11.5 (the Cluster API providers' webhooks need its certificates)" \
   "its release manifest, scheduled onto the real node; ready once its webhook admits an Issuer"
-sed "s#capi-provider-operator.dev/process-node#$node_key#g" "$providers/cert-manager-v1.11.5/cert-manager.yaml" \
-  | "$kubectl" apply --server-side --force-conflicts -f - >/dev/null
+"$kubectl" apply --server-side --force-conflicts -f "$providers/cert-manager-v1.11.5/cert-manager.yaml" >/dev/null
 "$kubectl" wait --for condition=Available --timeout "${timeout}s" -n cert-manager deployment --all >&2
 issuer='{"apiVersion":"cert-manager.io/v1","kind":"Issuer","metadata":{"name":"probe","namespace":"cert-manager"},"spec":{"selfSigned":{}}}'
 within "cert-manager's webhook" "$kubectl" create --dry-run=server -f - <<<"$issuer"

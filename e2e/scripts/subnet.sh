@@ -1,8 +1,8 @@
-# Sourced by the node scripts (process-node-up.sh, real-node-up.sh): the choice of a free /24 in
+# Sourced by the node script (real-node-up.sh): the choice of a free /24 in
 # 10.213.0.0/16. Hold the lock (flock on $SUBNET_LOCK) from the choice until the caller has put
 # an address of the /24 on an interface, so concurrent clusters never pick the same one.
 # shellcheck shell=bash
-export SUBNET_LOCK=/tmp/capi-process-node-cidr.lock
+export SUBNET_LOCK=/tmp/capi-node-cidr.lock
 
 # free_subnet HASH: prints i of a 10.213.i.0/24 that no interface address or route uses, trying
 # from a start derived from HASH (hex) so that one cluster directory tends to get the same one.

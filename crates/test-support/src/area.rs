@@ -24,8 +24,6 @@ pub(crate) enum Kind {
     Private,
     /// [`crate::second_private_cluster`].
     Second,
-    /// [`crate::process_node_cluster`].
-    ProcessNode,
     /// [`crate::real_node_cluster`].
     RealNode,
 }

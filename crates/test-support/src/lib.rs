@@ -66,7 +66,7 @@ static NS_COUNTER: AtomicU32 = AtomicU32::new(0);
 /// pods, which serve nothing: the releases' webhooks could never answer there. The patches
 /// empty the webhook configurations and turn CRD conversion off, as an admin would on such a
 /// cluster. Only for tests about the operator's own behaviour on kwok pods; tests where the
-/// providers' behaviour matters run the real managers on the process node ([`real_cluster`])
+/// providers' behaviour matters run the real managers on the real node ([`real_node_cluster`])
 /// with no patches. Unindented (`patches:` at column 0).
 pub const NEUTRALIZING_PATCHES: &str = r#"patches:
 - target: {group: admissionregistration.k8s.io, kind: ValidatingWebhookConfiguration}
@@ -133,30 +133,6 @@ pub fn clusterctl(version: &str) -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
-/// A private cluster of the current area with a process node (`cluster-up.sh --process-node`):
-/// `images` is the images file, `agent` the `capi-process-node` binary and `agent_args` extra
-/// agent flags (e.g. shorter back-offs). Started on first use; later calls of the same area
-/// return the same cluster whatever they pass. Needs root.
-pub fn process_node_cluster(
-    images: &Path,
-    agent: &Path,
-    agent_args: &str,
-) -> Result<&'static TestCluster, Error> {
-    area::cluster(area::Kind::ProcessNode, || {
-        let env = [
-            ("CAPI_PROCESS_NODE_BIN", agent.as_os_str()),
-            ("CAPI_PROCESS_NODE_ARGS", std::ffi::OsStr::new(agent_args)),
-        ];
-        start_cluster(
-            &[std::ffi::OsStr::new("--process-node"), images.as_os_str()],
-            &env,
-        )
-    })
-}
-
-/// Name of the Node the process node agent registers (`e2e/scripts/process-node-up.sh`).
-pub const PROCESS_NODE_NAME: &str = "process-node";
-
 /// The images file of the real provider managers built by `e2e/scripts/build-providers.sh`:
 /// `CAPI_PROVIDER_IMAGES` (set by `make integration`), else the script's default location when
 /// it has been run. `None` when the managers are not built.
@@ -178,33 +154,6 @@ pub fn provider_images() -> Option<PathBuf> {
 pub fn assembled_releases() -> Option<PathBuf> {
     let dir = provider_images()?.parent()?.join("releases");
     dir.is_dir().then_some(dir)
-}
-
-/// The process node agent binary: `CAPI_PROCESS_NODE_BIN`, else the debug build in the cargo
-/// target directory (`make process-node` builds it).
-pub fn process_node_agent() -> Option<PathBuf> {
-    let path = std::env::var_os("CAPI_PROCESS_NODE_BIN")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| workspace_root().join("target"));
-            Some(target.join("debug/capi-process-node"))
-        })?;
-    path.is_file().then_some(path)
-}
-
-/// A private cluster with a process node running the real provider managers (see
-/// [`provider_images`] and [`process_node_agent`]), with back-offs short enough for tests
-/// (2 s doubling to 20 s). `None` when the managers or the agent are not built.
-pub fn real_cluster() -> Option<Result<&'static TestCluster, Error>> {
-    let images = provider_images()?;
-    let agent = process_node_agent()?;
-    Some(process_node_cluster(
-        &images,
-        &agent,
-        "--initial-backoff 2 --max-backoff 20",
-    ))
 }
 
 /// Name of the Node `cluster-up.sh --real-node` registers (`e2e/scripts/real-node-up.sh`): a
@@ -233,7 +182,7 @@ pub fn real_node_cluster(test: &str) -> Option<Result<&'static TestCluster, Erro
         return None;
     }
     Some(area::cluster(area::Kind::RealNode, || {
-        start_cluster(&[std::ffi::OsStr::new("--real-node")], &[])
+        start_cluster(&[std::ffi::OsStr::new("--real-node")])
     }))
 }
 
@@ -300,13 +249,10 @@ fn start_or_attach() -> Result<TestCluster, String> {
 }
 
 fn start_private() -> Result<TestCluster, String> {
-    start_cluster(&[], &[])
+    start_cluster(&[])
 }
 
-fn start_cluster(
-    extra: &[&std::ffi::OsStr],
-    env: &[(&str, &std::ffi::OsStr)],
-) -> Result<TestCluster, String> {
+fn start_cluster(extra: &[&std::ffi::OsStr]) -> Result<TestCluster, String> {
     let script = workspace_root().join("e2e/scripts/cluster-up.sh");
     let dir = std::env::temp_dir().join(format!(
         "capi-test-cluster-{}-{}",
@@ -322,7 +268,6 @@ fn start_cluster(
         .arg("--watch-pid")
         .arg(std::process::id().to_string())
         .args(extra)
-        .envs(env.iter().copied())
         .output()
         .map_err(|e| format!("running {}: {e}", script.display()))?;
     if !out.status.success() {

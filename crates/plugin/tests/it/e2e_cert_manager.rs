@@ -4,7 +4,7 @@
 //! cluster lacks cert-manager and waits until its Deployments are available; a second `init`
 //! finds it; `upgrade plan` reports it. The manifest here is a small stand-in of the real one
 //! (a CRD, a namespace, a Deployment kwok runs); the real cert-manager v1.11.5, with its
-//! webhook, is installed by `init` in the operator's real-provider tests on the process node.
+//! webhook, is installed by `init` in the operator's real-provider tests on the real node.
 
 use crate::support;
 

@@ -83,7 +83,7 @@ spec:
         provider.cluster.x-k8s.io/name: {name}
         provider.cluster.x-k8s.io/type: {word}
 {}"#,
-        on_real_node()
+        ON_REAL_NODE
     )
 }
 

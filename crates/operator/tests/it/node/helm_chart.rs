@@ -1,19 +1,14 @@
-//! The Helm chart's values admins reach for: `helm lint` and `helm template` with every one of
-//! them set (the rendered objects checked field by field, then applied with a server dry run),
-//! the refusals, and a real `helm install` on a fresh local control plane whose operator pods
-//! run for real on the process node: environment from a Secret reaches the operator process,
-//! a provider declared in the values is created in the same release and becomes Ready, and the
-//! two replicas get their PodDisruptionBudget.
+//! The Helm chart's values admins reach for, checked by `operator_image`'s one install on the
+//! real node (no cluster of their own): `helm lint` and `helm template` with every one of them
+//! set (the rendered objects checked field by field), the defaults, the refusals, a server dry
+//! run of what every value renders, and the release values that put a GITHUB_TOKEN from a Secret
+//! into the operator process's environment and declare a core provider.
 
 use crate::support;
 
-use std::time::Duration;
-
-use capi_test_support::{TestCluster, wait_for, workspace_root};
+use capi_test_support::{TestCluster, workspace_root};
 use serde_json::{Value, json};
 use support::{real::*, *};
-
-const T: Duration = Duration::from_secs(180);
 
 /// Every value of the chart that changes the rendered objects, set at once.
 const ALL_VALUES: &str = r#"replicas: 3
@@ -52,44 +47,6 @@ infrastructure:
 ipam:
   in-cluster: {createNamespace: false}
 "#;
-
-/// The cluster of this test binary: a fresh local control plane with a process node whose
-/// images file runs the operator's image with the binary under test. `None` after saying
-/// SKIPPED when the process node agent is not built or this is not root.
-fn chart_cluster(test: &str) -> Option<Result<&'static TestCluster, Box<dyn std::error::Error>>> {
-    let agent = capi_test_support::process_node_agent();
-    // The process node creates bridges and network namespaces: root only.
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
-    let Some(agent) = agent.filter(|_| root) else {
-        eprintln!("SKIPPED {test}: the process node needs root and its agent (make process-node)");
-        return None;
-    };
-    let images =
-        std::env::temp_dir().join(format!("capi-chart-images-{}.yaml", std::process::id()));
-    let entry = format!(
-        "images:\n- repository: capi-provider-operator\n  tag: v{}\n  binary: {}\n",
-        env!("CARGO_PKG_VERSION"),
-        operator_bin().display()
-    );
-    if let Err(e) = std::fs::write(&images, entry) {
-        return Some(Err(e.into()));
-    }
-    Some(
-        capi_test_support::process_node_cluster(
-            &images,
-            &agent,
-            "--initial-backoff 2 --max-backoff 20",
-        )
-        .map_err(Into::into),
-    )
-}
 
 /// The rendered objects of `kind` (and `name`, when given).
 fn objects<'a>(docs: &'a [Value], kind: &str, name: Option<&str>) -> Vec<&'a Value> {
@@ -344,41 +301,20 @@ fn check_defaults(docs: &[Value], one_replica: &[Value]) -> TestResult {
     Ok(())
 }
 
-/// One test, in this order: the real install needs the cluster fresh (no CRD yet), the server
-/// dry run of every value afterwards needs the CRDs.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chart_values_install_render_and_apply() -> TestResult {
-    let test = "chart_values_install_render_and_apply";
-    let Some(helm) = helm_bin(test) else {
-        return Ok(());
-    };
-    // The area first: the cluster belongs to it (another area's test would stop it).
-    let _serial = capi_test_support::isolated(module_path!()).await;
-    let Some(cluster) = chart_cluster(test) else {
-        return Ok(());
-    };
-    let cluster = cluster?;
-    install_runs_the_operator_with_env_and_providers(cluster, &helm).await?;
-    values_lint_render_and_apply(cluster, &helm)
-}
-
-/// `helm lint` and `helm template` with every value, the defaults, the refusals, and a server
-/// dry run of what every value renders.
-fn values_lint_render_and_apply(cluster: &TestCluster, helm: &std::ffi::OsStr) -> TestResult {
+/// `helm lint` and `helm template` with every value, the defaults and the refusals (no cluster).
+pub(super) fn check_values(helm: &std::ffi::OsStr) -> TestResult {
     let helm = |args: &[&str]| helm_run(helm, args);
     let chart = workspace_root().join("manifests/helm/capi-provider-operator");
     let chart = chart.to_string_lossy();
     let values = tempfile(ALL_VALUES)?;
     helm(&["lint", "--strict", &chart, "-f", &values])?;
-    let docs = render(&helm, &["-f", &values, "--include-crds"])?;
-    check_all_values(&docs)?;
+    check_all_values(&render(&helm, &["-f", &values, "--include-crds"])?)?;
     check_defaults(
         &render(&helm, &[])?,
         &render(&helm, &["--set", "replicas=1"])?,
     )?;
     check_provider_forms(&helm)?;
-    check_refusals(&helm)?;
-    apply_dry_run(cluster, &render(&helm, &["-f", &values])?)
+    check_refusals(&helm)
 }
 
 /// Helm, as `render` runs it.
@@ -460,8 +396,11 @@ fn check_refusals(helm: Helm) -> TestResult {
     Ok(())
 }
 
-/// What every value renders is accepted by the API server, namespaces first.
-fn apply_dry_run(cluster: &TestCluster, docs: &[Value]) -> TestResult {
+/// What every value renders is accepted by the API server, namespaces first (the CRDs exist:
+/// the chart's install created them).
+pub(super) fn apply_dry_run(cluster: &TestCluster, helm: &std::ffi::OsStr) -> TestResult {
+    let helm = |args: &[&str]| helm_run(helm, args);
+    let docs = render(&helm, &["-f", &tempfile(ALL_VALUES)?])?;
     for ns in [
         "ops",
         "capi-system",
@@ -472,7 +411,7 @@ fn apply_dry_run(cluster: &TestCluster, docs: &[Value]) -> TestResult {
         cluster.ensure_namespace(ns)?;
     }
     cluster.install_crds()?;
-    let text: Vec<String> = docs.iter().map(|d| d.to_string()).collect();
+    let text: Vec<String> = docs.iter().map(Value::to_string).collect();
     let file = tempfile(&text.join("\n---\n"))?;
     let out = cluster.kubectl_ok(&["apply", "--server-side", "--dry-run=server", "-f", &file])?;
     for want in [
@@ -486,101 +425,24 @@ fn apply_dry_run(cluster: &TestCluster, docs: &[Value]) -> TestResult {
     Ok(())
 }
 
-/// A real `helm install` on a fresh cluster, in one step: the CRDs from crds/, the operator
-/// (two replicas on the process node, GITHUB_TOKEN and more from Secrets) and a core provider
-/// declared in the values, which the operator installs from the sample release's ConfigMaps.
-async fn install_runs_the_operator_with_env_and_providers(
-    cluster: &TestCluster,
-    helm: &std::ffi::OsStr,
-) -> TestResult {
-    let client = cluster.client().await?;
-    let (fresh, _, _) =
-        cluster.kubectl(&["get", "crd", "coreproviders.management.cluster.x-k8s.io"])?;
-    assert!(
-        !fresh,
-        "the cluster is not fresh: the CRDs exist before helm install"
-    );
-    let ns = "chart-operator";
-    let core_ns = "chart-core";
-    cluster.ensure_namespace(ns)?;
-    load_core(cluster, &client, core_ns).await?;
-    // A value no other place has, so finding it in the process proves where it came from.
-    let token = format!("chart-token-{}", std::process::id());
-    let values = release_values(cluster, ns, core_ns, &token)?;
-    let kubeconfig = cluster.kubeconfig().to_string_lossy().into_owned();
-    let chart = workspace_root().join("manifests/helm/capi-provider-operator");
-    let chart = chart.to_string_lossy();
-    let helm = |args: &[&str]| {
-        let mut all = vec!["--kubeconfig", &kubeconfig];
-        all.extend_from_slice(args);
-        helm_run(helm, &all)
-    };
-    helm(&[
-        "install",
-        "capi-operator",
-        &chart,
-        "-n",
-        ns,
-        "-f",
-        &values,
-        "--wait",
-        "--timeout",
-        "180s",
-    ])?;
-
-    // The environment from the Secrets reaches the running operator process.
-    let (pod, _, pid) = wait_for(T, || async { manager_process(&client, ns).await })
-        .await
-        .ok_or("no ready operator pod on the process node")?;
-    check_operator_env(&pod, pid, &token)?;
-
-    // The provider from the values: created by the release, installed by the operator.
-    let p = wait_condition(
-        &client,
-        ("CoreProvider", core_ns, "cluster-api"),
-        "Ready",
-        "True",
-        None,
-        T,
-    )
-    .await?;
-    assert_eq!(
-        p.pointer("/status/installedVersion"),
-        Some(&Value::from("v0.2.0"))
-    );
-    let (found, min) = release_pdb(cluster, ns, "{.spec.minAvailable}/{.status.expectedPods}")?;
-    assert!(
-        found && min == "1/2",
-        "two replicas: a budget keeping one available ({min})"
-    );
-
-    // Uninstalling the release keeps the provider (keepProviders).
-    helm(&["uninstall", "capi-operator", "-n", ns, "--wait"])?;
-    assert!(
-        provider(&client, "CoreProvider", core_ns, "cluster-api")
-            .await
-            .is_some(),
-        "helm uninstall deleted a provider"
-    );
-    Ok(())
-}
-
-/// The Secrets the release's operator reads its environment from, and the release's values:
-/// two replicas on the process node, that environment, and the sample core provider.
-fn release_values(
+/// The Secrets the release's operator reads its environment from (created in `ns`), and the
+/// release's values: the default two replicas on the real node, that environment, and the real
+/// core provider at `version` (its release loaded in capi-system) on the real node.
+pub(super) fn release_values(
     cluster: &TestCluster,
     ns: &str,
-    core_ns: &str,
     token: &str,
+    version: &str,
 ) -> Result<String, Box<dyn std::error::Error>> {
     let secrets = format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: github, namespace: {ns}}}\nstringData: {{token: {token}}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: proxy-env, namespace: {ns}}}\nstringData: {{NO_PROXY: \".svc,10.0.0.0/8\"}}\n"
     );
+    cluster.ensure_namespace(ns)?;
     apply(cluster, &secrets)?;
+    let deployment = capi_test_support::indent(ON_REAL_NODE, 2);
     tempfile(&format!(
-        r#"replicas: 2
-nodeSelector: {{{PROCESS_NODE_LABEL}: "true"}}
-tolerations: [{{key: {PROCESS_NODE_LABEL}, operator: Exists, effect: NoSchedule}}]
+        r#"nodeSelector: {{{REAL_NODE_LABEL}: "true"}}
+tolerations: [{{key: {REAL_NODE_LABEL}, operator: Exists, effect: NoSchedule}}]
 env:
 - name: GITHUB_TOKEN
   valueFrom: {{secretKeyRef: {{name: github, key: token}}}}
@@ -588,17 +450,17 @@ envFrom:
 - secretRef: {{name: proxy-env}}
 core:
   cluster-api:
-    namespace: {core_ns}
+    namespace: capi-system
     createNamespace: false
-    version: v0.2.0
-    fetchConfig: {{selector: {{matchLabels: {{provider.cluster.x-k8s.io/name: sample-core}}}}}}
-"#
+    version: {version}
+    fetchConfig: {{selector: {{matchLabels: {{provider.cluster.x-k8s.io/name: cluster-api}}}}}}
+{deployment}"#
     ))
 }
 
 /// The operator process `pid` of `pod` has GITHUB_TOKEN from its Secret and NO_PROXY from
 /// envFrom.
-fn check_operator_env(pod: &str, pid: u32, token: &str) -> TestResult {
+pub(super) fn check_operator_env(pod: &str, pid: u32, token: &str) -> TestResult {
     let environ = std::fs::read(format!("/proc/{pid}/environ"))?;
     let environ: Vec<String> = environ
         .split(|b| *b == 0)

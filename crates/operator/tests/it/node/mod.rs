@@ -1,7 +1,6 @@
 //! Tests that run real provider managers on a node of their own: they need root and say SKIPPED
-//! otherwise. Most run on the real node (`cluster-up.sh --real-node`: containerd pulls the release
-//! images of `make images`); `helm_chart` still runs on the process node (the agent binary, `make
-//! process-node`).
+//! otherwise. They run on the real node (`cluster-up.sh --real-node`: containerd pulls the release
+//! images of `make images`); `helm_chart` holds the chart-value checks `operator_image` runs.
 
 mod credential_rotation;
 mod current_releases;

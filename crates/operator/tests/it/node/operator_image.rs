@@ -1,13 +1,20 @@
 //! The operator as users run it: the image of `make image` (pulled unchanged from the reference
 //! the chart names, through the real node's registry mirror), installed with its Helm chart on
-//! the real node. The kubelet enforces the chart's securityContext (a non-root user, checked on
-//! the running process) and its memory limit (checked in the pod's cgroup). From inside the
-//! cluster (in-cluster config, its ServiceAccount's RBAC) the operator installs the real v1.12.0
-//! providers after cert-manager; the leader's pod is deleted and the standby takes over and
-//! repairs a deleted Deployment; `helm uninstall` removes the operator. Then the same image from
-//! `kubectl apply -k manifests/` (through an overlay placing it on the real node) runs Ready.
+//! the real node. First the chart's values are rendered and checked without a cluster
+//! (`helm_chart`). The install on a fresh cluster creates the CRDs from the chart and a core
+//! provider declared in the values; the kubelet enforces the chart's securityContext (a non-root
+//! user, checked on the running process) and its memory limit (checked in the pod's cgroup); a
+//! GITHUB_TOKEN from a Secret is in the operator process's environment; the two replicas get
+//! their PodDisruptionBudget. From inside the cluster (in-cluster config, its ServiceAccount's
+//! RBAC) the operator installs the real v1.12.0 providers after cert-manager; the leader's pod is
+//! deleted and the standby takes over and repairs a deleted Deployment; `helm uninstall` removes
+//! the operator and keeps the providers. Then the same image from `kubectl apply -k manifests/`
+//! (through an overlay placing it on the real node) runs Ready and the kept providers stay
+//! Ready; last, a server dry run of what every chart value renders.
 
 use crate::support;
+
+use super::helm_chart;
 
 use std::{path::Path, time::Duration};
 
@@ -84,10 +91,14 @@ fn leader(cluster: &TestCluster) -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
-fn on_real_node_values() -> Result<String, Box<dyn std::error::Error>> {
-    tempfile(&format!(
-        "nodeSelector: {{{REAL_NODE_LABEL}: \"true\"}}\ntolerations: [{{key: {REAL_NODE_LABEL}, operator: Exists, effect: NoSchedule}}]\n"
-    ))
+/// Whether `make image` pushed the operator's image under the chart's default reference.
+fn image_built() -> Result<bool, Box<dyn std::error::Error>> {
+    let values = workspace_root().join("manifests/helm/capi-provider-operator/values.yaml");
+    let values = capi_yaml::from_str::<Value>(&std::fs::read_to_string(values)?)?;
+    let repo = values["image"]["repository"].as_str().unwrap_or_default();
+    Ok(images_store()
+        .join(format!("public/docker/registry/v2/repositories/{repo}"))
+        .is_dir())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,19 +110,12 @@ async fn the_operators_image_runs_from_its_chart_and_kustomization() -> TestResu
     let Some(parts) = real_node_parts(test) else {
         return Ok(());
     };
-    let chart = workspace_root().join("manifests/helm/capi-provider-operator");
-    let repo = capi_yaml::from_str::<Value>(&std::fs::read_to_string(chart.join("values.yaml"))?)?
-        ["image"]["repository"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    if !images_store()
-        .join(format!("public/docker/registry/v2/repositories/{repo}"))
-        .is_dir()
-    {
+    if !image_built()? {
         eprintln!("SKIPPED {test}: the operator's image is not built (make image)");
         return Ok(());
     }
+    // The values need no cluster: checked first, they fail fast.
+    helm_chart::check_values(&helm)?;
     let _area = capi_test_support::isolated(module_path!()).await;
     let Some(cluster) = capi_test_support::real_node_cluster(test) else {
         return Ok(());
@@ -122,17 +126,57 @@ async fn the_operators_image_runs_from_its_chart_and_kustomization() -> TestResu
     load_real_releases(cluster, &client, &parts.releases, &["v1.12.0"]).await?;
 
     let kubeconfig = cluster.kubeconfig().to_string_lossy().into_owned();
-    let chart = chart.to_string_lossy();
-    let values = on_real_node_values()?;
-    let helm = |args: &[&str]| {
+    let helm_in_ns = |args: &[&str]| {
         let mut all = vec!["--kubeconfig", &kubeconfig, "-n", NS];
         all.extend_from_slice(args);
         helm_run(&helm, &all)
     };
+    let running = install_chart(cluster, &client, &helm_in_ns).await?;
+    providers_and_failover(cluster, &client, &running, test).await?;
+
+    helm_in_ns(&["uninstall", "capi-operator", "--wait"])?;
+    let gone = wait_for(T, || async {
+        pods(&client, NS).await.is_empty().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "helm uninstall left operator pods");
+    let kept = provider(&client, "CoreProvider", "capi-system", "cluster-api").await;
+    assert!(
+        kept.is_some_and(|p| p.pointer("/metadata/deletionTimestamp").is_none()),
+        "helm uninstall deleted the provider its values declared"
+    );
+
+    from_kustomization(cluster, &client).await?;
+    helm_chart::apply_dry_run(cluster, &helm)
+}
+
+/// Helm with the kubeconfig and namespace of the release.
+type Helm<'a> = &'a dyn Fn(&[&str]) -> Result<String, String>;
+
+/// `helm install` on the fresh cluster (the CRDs come from the chart) with the release values of
+/// `helm_chart`; returns the two ready operator pods (name, uid) once the kubelet is seen
+/// enforcing the chart's limits and user, the Secret's GITHUB_TOKEN is in the operator
+/// process's environment and the core provider of the values is Ready, with the release's
+/// PodDisruptionBudget over the two replicas.
+async fn install_chart(
+    cluster: &TestCluster,
+    client: &Client,
+    helm: Helm<'_>,
+) -> Result<Vec<(String, String)>, Box<dyn std::error::Error>> {
+    let (fresh, _, _) =
+        cluster.kubectl(&["get", "crd", "coreproviders.management.cluster.x-k8s.io"])?;
+    assert!(
+        !fresh,
+        "the cluster is not fresh: the CRDs exist before helm install"
+    );
+    // A value no other place has, so finding it in the process proves where it came from.
+    let token = format!("chart-token-{}", std::process::id());
+    let values = helm_chart::release_values(cluster, NS, &token, "v1.12.0")?;
+    let chart = workspace_root().join("manifests/helm/capi-provider-operator");
     helm(&[
         "install",
         "capi-operator",
-        &chart,
+        &chart.to_string_lossy(),
         "--create-namespace",
         "-f",
         &values,
@@ -141,7 +185,7 @@ async fn the_operators_image_runs_from_its_chart_and_kustomization() -> TestResu
         "240s",
     ])?;
     let running = wait_for(T, || async {
-        let p = operator_pods(&client).await;
+        let p = operator_pods(client).await;
         (p.len() == 2).then_some(p)
     })
     .await
@@ -149,17 +193,51 @@ async fn the_operators_image_runs_from_its_chart_and_kustomization() -> TestResu
     for (_, uid) in &running {
         enforced(uid)?;
     }
+    let (pod, _, pid) = wait_for(T, || async { manager_process(client, NS).await })
+        .await
+        .ok_or("no operator process found for a ready pod on the real node")?;
+    helm_chart::check_operator_env(&pod, pid, &token)?;
 
-    // From inside the cluster: the real providers, after cert-manager.
-    apply(
-        cluster,
-        &real_manifest_on(&on_real_node(), "v1.12.0", |_| String::new()),
-    )?;
+    let p = wait_condition(
+        client,
+        ("CoreProvider", "capi-system", "cluster-api"),
+        "Ready",
+        "True",
+        None,
+        T,
+    )
+    .await?;
+    assert_eq!(
+        p.pointer("/status/installedVersion"),
+        Some(&Value::from("v1.12.0"))
+    );
+    let (found, min) = release_pdb(cluster, NS, "{.spec.minAvailable}/{.status.expectedPods}")?;
+    assert!(
+        found && min == "1/2",
+        "two replicas: a budget keeping one available ({min})"
+    );
+    Ok(running)
+}
+
+/// From inside the cluster: the other real providers, after cert-manager (the core one comes
+/// from the chart's values). Then the leader's pod goes: the standby takes the Lease and
+/// repairs what changes meanwhile.
+async fn providers_and_failover(
+    cluster: &TestCluster,
+    client: &Client,
+    running: &[(String, String)],
+    test: &str,
+) -> TestResult {
+    let manifest = real_manifest_on(ON_REAL_NODE, "v1.12.0", |_| String::new());
+    let others: Vec<&str> = manifest
+        .split("---\n")
+        .filter(|d| !d.contains("\nkind: CoreProvider\n"))
+        .collect();
+    apply(cluster, &others.join("---\n"))?;
     for (kind, ns, name, ..) in REAL_PROVIDERS {
-        wait_condition(&client, (kind, ns, name), "Ready", "True", None, T).await?;
+        wait_condition(client, (kind, ns, name), "Ready", "True", None, T).await?;
     }
 
-    // The leader's pod goes: the standby takes the Lease and repairs what changes meanwhile.
     let first = leader(cluster).ok_or("no Lease holder")?;
     let pod = running
         .iter()
@@ -179,17 +257,14 @@ async fn the_operators_image_runs_from_its_chart_and_kustomization() -> TestResu
     })
     .await
     .ok_or("the standby never took the Lease")?;
-    wait_available(&client, "capi-system", "capi-controller-manager", T).await?;
+    wait_available(client, "capi-system", "capi-controller-manager", T).await?;
     eprintln!("{test}: {first} -> {next}; the core Deployment repaired");
+    Ok(())
+}
 
-    helm(&["uninstall", "capi-operator", "--wait"])?;
-    let gone = wait_for(T, || async {
-        pods(&client, NS).await.is_empty().then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "helm uninstall left operator pods");
-
-    // The same image from manifests/ with kustomize, through an overlay for the real node.
+/// The same image from manifests/ with kustomize, through an overlay for the real node: two
+/// ready pods, and the providers the chart's release left behind stay Ready under it.
+async fn from_kustomization(cluster: &TestCluster, client: &Client) -> TestResult {
     let overlay = cluster.dir().join("kustomize-overlay");
     std::fs::create_dir_all(&overlay)?;
     // kustomize takes a base by a relative path only.
@@ -217,15 +292,15 @@ async fn the_operators_image_runs_from_its_chart_and_kustomization() -> TestResu
         "-k",
         &overlay,
     ])?;
-    wait_available(&client, NS, "capi-provider-operator", T).await?;
-    let running = operator_pods(&client).await;
+    wait_available(client, NS, "capi-provider-operator", T).await?;
+    let running = operator_pods(client).await;
     assert_eq!(
         running.len(),
         2,
         "kubectl apply -k: two ready pods: {running:?}"
     );
     for (kind, ns, name, ..) in REAL_PROVIDERS {
-        wait_condition(&client, (kind, ns, name), "Ready", "True", None, T).await?;
+        wait_condition(client, (kind, ns, name), "Ready", "True", None, T).await?;
     }
     Ok(())
 }

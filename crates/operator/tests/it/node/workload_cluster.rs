@@ -260,7 +260,7 @@ async fn set_up(parts: &RealParts, assembled: &Path) -> Result<Setup, Box<dyn st
     apply_real(cluster, V1BETA1_LINE, core_gates)?;
     apply(
         cluster,
-        &capd_provider_on(&on_node(cluster), &s.ip, V1BETA1_LINE, ""),
+        &capd_provider_on(ON_REAL_NODE, &s.ip, V1BETA1_LINE, ""),
     )?;
     wait_all_ready_at(&s.client, V1BETA1_LINE, V1BETA1_LINE)
         .await

@@ -1,3 +1,3 @@
-//! Tests that need root without the process node (e.g. running the binary as the image runs it).
+//! Tests that need root but no node of their own (running the binary as the image runs it).
 
 mod image;

@@ -1,6 +1,6 @@
-//! Helpers of the tests that run the real Cluster API managers and cert-manager on the process
-//! node (`e2e/scripts/build-providers.sh` builds them; `make integration` points
-//! `CAPI_PROVIDER_IMAGES` at its images file).
+//! Helpers of the tests that run the real Cluster API managers and cert-manager on the real node
+//! (`e2e/scripts/build-providers.sh` builds them, `make images` packages them as the images the
+//! node pulls; `make integration` points `CAPI_PROVIDER_IMAGES` at the images file of the first).
 
 use std::{path::PathBuf, time::Duration};
 
@@ -38,96 +38,32 @@ pub const REAL_PROVIDERS: [(&str, &str, &str, &str, &str); 3] = [
     ),
 ];
 
-/// The label and taint of the process node: provider Deployments select it and tolerate it.
-pub const PROCESS_NODE_LABEL: &str = "capi-provider-operator.dev/process-node";
+/// The label and taint of the real node (`cluster-up.sh --real-node`): the managers' Deployments
+/// select it and tolerate it.
+pub const REAL_NODE_LABEL: &str = "capi-provider-operator.dev/real-node";
 
-/// `spec.deployment` placing a provider's manager on the process node (2-space indented, for a
+/// `spec.deployment` placing a provider's manager on the real node (2-space indented, for a
 /// provider object's spec).
-pub const ON_PROCESS_NODE: &str = r#"  deployment:
+pub const ON_REAL_NODE: &str = r#"  deployment:
     nodeSelector:
-      capi-provider-operator.dev/process-node: "true"
+      capi-provider-operator.dev/real-node: "true"
     tolerations:
-    - key: capi-provider-operator.dev/process-node
+    - key: capi-provider-operator.dev/real-node
       operator: Exists
       effect: NoSchedule
 "#;
 
-/// The label and taint of the real node (`cluster-up.sh --real-node`).
-pub const REAL_NODE_LABEL: &str = "capi-provider-operator.dev/real-node";
-
-/// `spec.deployment` placing a provider's manager on the real node (as [`ON_PROCESS_NODE`]
-/// does on the process node).
-pub fn on_real_node() -> String {
-    ON_PROCESS_NODE.replace(PROCESS_NODE_LABEL, REAL_NODE_LABEL)
-}
-
-/// `spec.deployment` placing a manager on `cluster`'s node: the real node when it has one, else
-/// the process node.
-pub fn on_node(cluster: &TestCluster) -> String {
-    if capi_test_support::cluster_setting(cluster, "REAL_NODE").is_some() {
-        on_real_node()
-    } else {
-        ON_PROCESS_NODE.to_string()
-    }
-}
-
-/// What the real-provider tests need: the releases in `../shared` and the built binaries.
+/// What the real-provider tests need: the releases in `../shared` and cert-manager's manifest.
 pub struct RealParts {
     /// `../shared/testdata/providers`.
     pub releases: PathBuf,
-    /// cert-manager's release manifest, rendered for the process node.
+    /// cert-manager's release manifest, rendered for the real node.
     pub cert_manager: PathBuf,
 }
 
-/// The real parts, or `None` after saying loudly why the test is skipped.
-pub fn real_parts(test: &str) -> Option<RealParts> {
-    let Some(shared) = shared_dir() else {
-        eprintln!(
-            "SKIPPED {test}: ../shared (or CAPI_SHARED_DIR) is absent, so the real Cluster API releases are not available"
-        );
-        return None;
-    };
-    let Some(images) = capi_test_support::provider_images() else {
-        eprintln!(
-            "SKIPPED {test}: the real managers are not built (run e2e/scripts/build-providers.sh and set CAPI_PROVIDER_IMAGES, as make integration does)"
-        );
-        return None;
-    };
-    if capi_test_support::process_node_agent().is_none() {
-        eprintln!(
-            "SKIPPED {test}: the process node agent is not built (make process-node; CAPI_PROCESS_NODE_BIN)"
-        );
-        return None;
-    }
-    let dir = images.parent().map(PathBuf::from).unwrap_or_default();
-    let cert_manager = std::fs::read_dir(&dir)
-        .ok()?
-        .filter_map(Result::ok)
-        .map(|e| e.path().join("cert-manager.yaml"))
-        .find(|p| p.is_file());
-    let Some(cert_manager) = cert_manager else {
-        eprintln!(
-            "SKIPPED {test}: no cert-manager.yaml beside {}",
-            images.display()
-        );
-        return None;
-    };
-    Some(RealParts {
-        releases: shared.join("testdata/providers"),
-        cert_manager,
-    })
-}
-
-/// The private cluster of this test binary with a process node.
-pub fn real_cluster() -> Result<&'static TestCluster, Box<dyn std::error::Error>> {
-    Ok(capi_test_support::real_cluster()
-        .ok_or("the real managers or the process node are not built")??)
-}
-
 /// The real parts for the real node (`cluster-up.sh --real-node`, whose containerd pulls the
-/// images of `make images`): cert-manager's release manifest of `make providers` scheduled onto
-/// the real node instead of the process node (its label and taint), images unchanged. `None`
-/// after saying why the test is skipped.
+/// images of `make images`): cert-manager's release manifest of `make providers` (scheduled onto
+/// the real node, images unchanged). `None` after saying why the test is skipped.
 pub fn real_node_parts(test: &str) -> Option<RealParts> {
     let Some(shared) = shared_dir() else {
         eprintln!("SKIPPED {test}: ../shared (or CAPI_SHARED_DIR) is absent");
@@ -137,14 +73,16 @@ pub fn real_node_parts(test: &str) -> Option<RealParts> {
         eprintln!("SKIPPED {test}: the managers are not built (e2e/scripts/build-providers.sh)");
         None
     })?;
-    let manifest = images
+    let cert_manager = images
         .parent()?
         .join("cert-manager-v1.11.5/cert-manager.yaml");
-    let text = std::fs::read_to_string(&manifest).ok()?;
-    let path = super::tempfile(&text.replace(PROCESS_NODE_LABEL, REAL_NODE_LABEL)).ok()?;
+    if !cert_manager.is_file() {
+        eprintln!("SKIPPED {test}: no {}", cert_manager.display());
+        return None;
+    }
     Some(RealParts {
         releases: shared.join("testdata/providers"),
-        cert_manager: PathBuf::from(path),
+        cert_manager,
     })
 }
 
@@ -174,13 +112,10 @@ pub fn find_dir(dir: &std::path::Path, name: &str, depth: u32) -> Option<PathBuf
     None
 }
 
-/// The host process ID of a container's main process, from its status's `containerID`: the
-/// process node names it (`process://PID`); on the real node it is the first process of the
-/// container's cgroup (`containerd://ID`, under `crn<hash>/kubepods/…/pod<uid>/ID`).
+/// The host process ID of a container's main process, from its status's `containerID`
+/// (`containerd://ID`): the first process of the container's cgroup (under
+/// `crn<hash>/kubepods/…/pod<uid>/ID`).
 pub fn container_pid(container_id: &str) -> Option<u32> {
-    if let Some(pid) = container_id.strip_prefix("process://") {
-        return pid.parse().ok();
-    }
     let id = container_id.strip_prefix("containerd://")?;
     let dir = find_dir(std::path::Path::new("/sys/fs/cgroup/pids"), id, 5)?;
     let procs = std::fs::read_to_string(dir.join("cgroup.procs")).ok()?;
@@ -332,13 +267,8 @@ pub async fn load_real_releases(
     Ok(())
 }
 
-/// The three provider objects at `version`, on the process node, with `extra(kind)` appended
-/// to each spec (2-space indented lines).
-pub fn real_manifest(version: &str, extra: impl Fn(&str) -> String) -> String {
-    real_manifest_on(ON_PROCESS_NODE, version, extra)
-}
-
-/// [`real_manifest`] with `on_node` (e.g. [`on_real_node`]) placing the managers.
+/// The three provider objects at `version` with `on_node` (e.g. [`ON_REAL_NODE`]) placing the
+/// managers and `extra(kind)` appended to each spec (2-space indented lines).
 pub fn real_manifest_on(on_node: &str, version: &str, extra: impl Fn(&str) -> String) -> String {
     REAL_PROVIDERS
         .iter()
@@ -352,16 +282,13 @@ pub fn real_manifest_on(on_node: &str, version: &str, extra: impl Fn(&str) -> St
         .join("---\n")
 }
 
-/// Applies the three providers at `version` on `cluster`'s node (see [`real_manifest`]).
+/// Applies the three providers at `version` on the real node (see [`real_manifest_on`]).
 pub fn apply_real(
     cluster: &TestCluster,
     version: &str,
     extra: impl Fn(&str) -> String,
 ) -> TestResult {
-    apply(
-        cluster,
-        &real_manifest_on(&on_node(cluster), version, extra),
-    )?;
+    apply(cluster, &real_manifest_on(ON_REAL_NODE, version, extra))?;
     Ok(())
 }
 
@@ -374,16 +301,12 @@ pub async fn pods(client: &Client, ns: &str) -> Vec<Pod> {
         .unwrap_or_default()
 }
 
-/// Whether pod `p` runs on a node that runs managers for real (the process node or the real
-/// node; kwok's pods run nothing).
+/// Whether pod `p` runs on the real node (kwok's pods run nothing).
 fn on_manager_node(p: &Pod) -> bool {
-    let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
-    node == Some(capi_test_support::PROCESS_NODE_NAME)
-        || node == Some(capi_test_support::REAL_NODE_NAME)
+    p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(capi_test_support::REAL_NODE_NAME)
 }
 
-/// The running, ready manager pods of `ns` on the process node or the real node, with their
-/// images.
+/// The running, ready manager pods of `ns` on the real node, with their images.
 pub async fn ready_managers(client: &Client, ns: &str) -> Vec<(String, String)> {
     pods(client, ns)
         .await
@@ -404,8 +327,8 @@ pub async fn ready_managers(client: &Client, ns: &str) -> Vec<(String, String)> 
         .collect()
 }
 
-/// The ready manager pod of `ns` on the process node or the real node: (name, pod IP, host
-/// process ID of its manager).
+/// The ready manager pod of `ns` on the real node: (name, pod IP, host process ID of its
+/// manager).
 pub async fn manager_process(client: &Client, ns: &str) -> Option<(String, String, u32)> {
     pods(client, ns).await.into_iter().find_map(|p| {
         if p.metadata.deletion_timestamp.is_some() || !on_manager_node(&p) {

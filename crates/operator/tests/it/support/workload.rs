@@ -92,28 +92,21 @@ async fn put_capd_release(
 
 /// The pod address the docker provider's manager asks for: the in-memory backend publishes its
 /// own pod IP as each workload cluster's endpoint and refuses to restart on another address,
-/// so its Deployment pins one (Calico's fixed-address annotation, which the process node and
-/// the real node's IPAM plugin honour) and replaces its pod with the Recreate strategy.
-/// On the real node the address is the first of its range for pinned addresses (`.100`–`.126`
-/// of its /25, see `e2e/scripts/cni-pinned-ip.py`).
+/// so its Deployment pins one (Calico's fixed-address annotation, which the real node's IPAM
+/// plugin honours) and replaces its pod with the Recreate strategy. The address is the first of
+/// the node's range for pinned addresses (`.100`–`.126` of its /25, see
+/// `e2e/scripts/cni-pinned-ip.py`).
 pub fn capd_pod_ip(cluster: &TestCluster) -> Result<String, Box<dyn std::error::Error>> {
-    if let Some(cidr) = capi_test_support::cluster_setting(cluster, "REAL_NODE_POD_CIDR") {
-        let prefix = cidr
-            .strip_suffix(".0/25")
-            .ok_or("real node pod CIDR is not a /25")?;
-        return Ok(format!("{prefix}.100"));
-    }
-    let env = std::fs::read_to_string(cluster.dir().join("ports.env"))?;
-    let cidr = env
-        .lines()
-        .find_map(|l| l.strip_prefix("PROCESS_NODE_POD_CIDR="))
-        .ok_or("no PROCESS_NODE_POD_CIDR in ports.env")?;
-    let prefix = cidr.strip_suffix(".0/24").ok_or("pod CIDR is not a /24")?;
-    Ok(format!("{prefix}.200"))
+    let cidr = capi_test_support::cluster_setting(cluster, "REAL_NODE_POD_CIDR")
+        .ok_or("no REAL_NODE_POD_CIDR in the cluster's ports.env")?;
+    let prefix = cidr
+        .strip_suffix(".0/25")
+        .ok_or("real node pod CIDR is not a /25")?;
+    Ok(format!("{prefix}.100"))
 }
 
 /// The InfrastructureProvider of the docker provider at `version`, with `extra` spec lines,
-/// its manager placed by `on_node` (`real::on_node(cluster)`: on the cluster's node). Its
+/// its manager placed by `on_node` (`real::ON_REAL_NODE`: on the real node). Its
 /// patches are what running the in-memory backend needs: the pinned pod address and the
 /// Recreate strategy (see [`capd_pod_ip`]), and no docker socket (the in-memory backend never
 /// talks to docker; the `test` operations make the patch fail loudly if a release moves it).
@@ -470,7 +463,7 @@ impl Probe {
     }
 }
 
-/// A probe that fails while namespace `ns` has no ready manager pod on the process node.
+/// A probe that fails while namespace `ns` has no ready manager pod on the real node.
 pub fn manager_probe(client: &Client, ns: &'static str) -> Probe {
     let client = client.clone();
     Probe::start(Duration::from_millis(100), move || {

@@ -1,4 +1,0 @@
-//! The integration tests of `process-node`: one binary, one module per area (see the section on
-//! tests in docs/development.md for the names and how to select them).
-
-mod node;
