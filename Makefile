@@ -178,7 +178,7 @@ test: deps fmt-check clippy check-generated unit alerts-check integration-and-do
 
 .PHONY: integration-and-docs
 integration-and-docs: ## make integration and make docs-check side by side (each on local control planes of its own; both mostly wait on controllers); each one's output is printed when it ends.
-	@$(MAKE) --no-print-directory -j2 --output-sync=target integration docs-check
+	@$(MAKE) --no-print-directory -j2 -k --output-sync=target integration docs-check
 
 .PHONY: demo
 demo: deps control-plane ## The operator demo: local control plane, CRDs, operator, sample providers until Ready.
