@@ -99,7 +99,7 @@ unit: ## Unit tests (no cluster).
 # private cluster, under root): the heaviest, so at most NODE_LANES of them run at once.
 NODE_AREAS := node:: root:: clusterctl:: upgrade_real::
 TEST_LANES ?= 3
-NODE_LANES ?= 1
+NODE_LANES ?= 2
 
 integration: control-plane providers images image ## Integration tests: every area of every crate's integration-test binary, run in TEST_LANES lanes side by side (each with a local control plane of its own; the longest areas first, by the last run's durations), at most NODE_LANES areas with a real node at once (e2e/scripts/test-lanes.py).
 	@bin=$$($(SCRIPTS)/build.sh) && helm=$$($(SCRIPTS)/helm.sh) && images=$$($(SCRIPTS)/build-providers.sh) && \
