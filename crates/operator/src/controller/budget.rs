@@ -153,11 +153,25 @@ impl Default for Budget {
 /// is the one /proc/self/cgroup names (the root of a container's cgroup namespace is its own).
 pub fn cgroup_memory_limit() -> Option<u64> {
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let (v2, v1) = cgroup_paths(&own);
     let read = |p: &str| std::fs::read_to_string(format!("/sys/fs/cgroup{p}")).ok();
-    let text = read(&format!("{v2}/memory.max"))
-        .or_else(|| read(&format!("/memory{v1}/memory.limit_in_bytes")))?;
-    parse_limit(&text)
+    limit_files(&own)
+        .iter()
+        .find_map(|f| read(f))
+        .and_then(|text| parse_limit(&text))
+}
+
+/// The limit files to read under /sys/fs/cgroup, first found wins: the process's own cgroup
+/// (v2, then v1), then the mount's root. A container on cgroup v1 without a cgroup namespace
+/// (containerd on a v1 host) has the host's path in /proc/self/cgroup while its
+/// /sys/fs/cgroup/memory is its own cgroup mounted alone, found only at the root.
+fn limit_files(own: &str) -> Vec<String> {
+    let (v2, v1) = cgroup_paths(own);
+    vec![
+        format!("{v2}/memory.max"),
+        format!("/memory{v1}/memory.limit_in_bytes"),
+        "/memory.max".to_string(),
+        "/memory/memory.limit_in_bytes".to_string(),
+    ]
 }
 
 /// The process's cgroup v2 path and v1 memory controller path, from /proc/self/cgroup ("" for
@@ -299,6 +313,20 @@ mod tests {
             "a quarter of a small limit"
         );
         assert_eq!(from_limit(None), WITHOUT_LIMIT);
+    }
+
+    #[test]
+    fn a_v1_container_without_a_cgroup_namespace_reads_the_mount_root() {
+        let own = "4:memory:/kubepods/pod1/op\n0::/kubepods/pod1/op\n";
+        assert_eq!(
+            limit_files(own),
+            [
+                "/kubepods/pod1/op/memory.max",
+                "/memory/kubepods/pod1/op/memory.limit_in_bytes",
+                "/memory.max",
+                "/memory/memory.limit_in_bytes",
+            ]
+        );
     }
 
     #[test]

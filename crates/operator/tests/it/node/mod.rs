@@ -7,6 +7,7 @@ mod current_releases;
 mod handover_from_go_operator;
 mod helm_chart;
 mod image_pull;
+mod large_releases;
 mod operator_image;
 mod real_providers;
 mod workload_cluster;

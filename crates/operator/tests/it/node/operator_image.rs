@@ -7,14 +7,17 @@
 //! GITHUB_TOKEN from a Secret is in the operator process's environment; the two replicas get
 //! their PodDisruptionBudget. From inside the cluster (in-cluster config, its ServiceAccount's
 //! RBAC) the operator installs the real v1.12.0 providers after cert-manager; the leader's pod is
-//! deleted and the standby takes over and repairs a deleted Deployment; `helm uninstall` removes
+//! deleted and the standby takes over and repairs a deleted Deployment; three providers are
+//! upgraded at once to large releases (`large_releases`) under the kubelet's 256Mi limit, which
+//! the release memory budget keeps the operator within (no OOM kill, no restart, the cgroup's
+//! peak under the limit), and deleted again; `helm uninstall` removes
 //! the operator and keeps the providers. Then the same image from `kubectl apply -k manifests/`
 //! (through an overlay placing it on the real node) runs Ready and the kept providers stay
 //! Ready; last, a server dry run of what every chart value renders.
 
 use crate::support;
 
-use super::helm_chart;
+use super::{helm_chart, large_releases};
 
 use std::{path::Path, time::Duration};
 
@@ -124,6 +127,10 @@ async fn the_operators_image_runs_from_its_chart_and_kustomization() -> TestResu
     let client = cluster.client().await?;
     install_cert_manager(cluster, &client, &parts).await?;
     load_real_releases(cluster, &client, &parts.releases, &["v1.12.0"]).await?;
+    let core = parts
+        .releases
+        .join("cluster-api/v1.12.0/core-components.yaml");
+    let large = large_releases::serve(cluster, &core).await?;
 
     let kubeconfig = cluster.kubeconfig().to_string_lossy().into_owned();
     let helm_in_ns = |args: &[&str]| {
@@ -131,8 +138,10 @@ async fn the_operators_image_runs_from_its_chart_and_kustomization() -> TestResu
         all.extend_from_slice(args);
         helm_run(&helm, &all)
     };
-    let running = install_chart(cluster, &client, &helm_in_ns).await?;
+    let running = install_chart(cluster, &client, &helm_in_ns, large.api_url()).await?;
     providers_and_failover(cluster, &client, &running, test).await?;
+    budget_under_limit(cluster, &client, &large, test).await?;
+    drop(large);
 
     helm_in_ns(&["uninstall", "capi-operator", "--wait"])?;
     let gone = wait_for(T, || async {
@@ -162,6 +171,7 @@ async fn install_chart(
     cluster: &TestCluster,
     client: &Client,
     helm: Helm<'_>,
+    github_api_url: &str,
 ) -> Result<Vec<(String, String)>, Box<dyn std::error::Error>> {
     let (fresh, _, _) =
         cluster.kubectl(&["get", "crd", "coreproviders.management.cluster.x-k8s.io"])?;
@@ -172,6 +182,19 @@ async fn install_chart(
     // A value no other place has, so finding it in the process proves where it came from.
     let token = format!("chart-token-{}", std::process::id());
     let values = helm_chart::release_values(cluster, NS, &token, "v1.12.0")?;
+    // Through the values' envFrom Secret: where the large releases of `budget_under_limit` are.
+    let env = serde_json::json!({"stringData": {"CAPI_OPERATOR_GITHUB_API_URL": github_api_url}});
+    cluster.kubectl_ok(&[
+        "patch",
+        "secret",
+        "-n",
+        NS,
+        "proxy-env",
+        "--type",
+        "merge",
+        "-p",
+        &env.to_string(),
+    ])?;
     let chart = workspace_root().join("manifests/helm/capi-provider-operator");
     helm(&[
         "install",
@@ -180,6 +203,10 @@ async fn install_chart(
         "--create-namespace",
         "-f",
         &values,
+        "--set-json",
+        &large_releases::extra_rules(),
+        "--set",
+        large_releases::RELEASE_MEMORY,
         "--wait",
         "--timeout",
         "240s",
@@ -260,6 +287,83 @@ async fn providers_and_failover(
     wait_available(client, "capi-system", "capi-controller-manager", T).await?;
     eprintln!("{test}: {first} -> {next}; the core Deployment repaired");
     Ok(())
+}
+
+/// The release memory budget under the kubelet's limit: three providers upgraded at once to
+/// releases each far larger than the real ones (`large_releases`), which the operator without
+/// its budget cannot hold together within the chart's 256Mi. Every one reaches Ready at the new
+/// version, no operator container was OOM-killed or restarted, and the peak usage of each
+/// operator container's memory cgroup stayed under its limit. The providers are deleted after.
+async fn budget_under_limit(
+    cluster: &TestCluster,
+    client: &Client,
+    large: &large_releases::LargeReleases,
+    test: &str,
+) -> TestResult {
+    let t0 = std::time::Instant::now();
+    // The pods are checked first: a kill explains an upgrade that never ends.
+    let upgrade = large_releases::upgrade(cluster, client).await;
+    let mut peaks = Vec::new();
+    for pod in pods(client, NS).await {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        if upgrade.is_err() {
+            let (_, log, _) = cluster.kubectl(&["logs", "-n", NS, &name, "--tail=15"])?;
+            eprintln!("{name}: {log}");
+        }
+        for c in pod
+            .status
+            .iter()
+            .flat_map(|s| s.container_statuses.iter().flatten())
+        {
+            let killed = c.last_state.as_ref().and_then(|s| s.terminated.as_ref());
+            assert!(
+                c.restart_count == 0 && killed.is_none(),
+                "{name}: the operator restarted under the large releases ({} restarts, last end {:?})",
+                c.restart_count,
+                killed.map(|t| (&t.reason, t.exit_code))
+            );
+        }
+        let uid = pod.metadata.uid.unwrap_or_default();
+        let (peak, limit) = peak_usage(&uid)?;
+        assert!(
+            peak < limit,
+            "{name}: the operator's memory reached its limit ({peak} of {limit} bytes)"
+        );
+        peaks.push(format!("{name} {:.1} MiB", peak as f64 / 1048576.0));
+    }
+    let upgrade = upgrade?;
+    eprintln!(
+        "{test}: three {:.1} MB releases upgraded at once in {:.1}s under 256Mi; peaks {peaks:?}",
+        large.bytes as f64 / 1e6,
+        upgrade.as_secs_f64(),
+    );
+    large_releases::remove(cluster, client).await?;
+    eprintln!(
+        "{test}: the large releases' step took {:.1}s",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The peak usage (`memory.max_usage_in_bytes`) and the limit of pod `uid`'s limited container
+/// cgroup.
+fn peak_usage(uid: &str) -> Result<(u64, u64), Box<dyn std::error::Error>> {
+    let pod = pod_cgroup(uid).ok_or_else(|| format!("no cgroup of pod {uid}"))?;
+    for e in std::fs::read_dir(&pod)?
+        .flatten()
+        .filter(|e| e.path().is_dir())
+    {
+        let read = |f: &str| -> Result<u64, Box<dyn std::error::Error>> {
+            Ok(std::fs::read_to_string(e.path().join(f))?
+                .trim()
+                .parse::<u64>()?)
+        };
+        let limit = read("memory.limit_in_bytes")?;
+        if limit == 256 << 20 {
+            return Ok((read("memory.max_usage_in_bytes")?, limit));
+        }
+    }
+    Err(format!("no container of pod {uid} limited to 256Mi").into())
 }
 
 /// The same image from manifests/ with kustomize, through an overlay for the real node: two
