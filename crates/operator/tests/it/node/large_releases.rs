@@ -145,13 +145,6 @@ pub(super) fn extra_rules() -> String {
     format!("extraRules={rules}")
 }
 
-/// The chart value of the budget for its 256Mi limit (256 less the operator's 64 MiB reserve).
-/// Given explicitly because the image built before the fix of `cgroup_memory_limit` reads no
-/// limit in a cgroup v1 container without a cgroup namespace (this node's) and takes 512 MiB,
-/// the budget of an unlimited container: measured OOM-killed here. Once `make image` is rebuilt
-/// with the fix, the value can go and the budget comes from the limit.
-pub(super) const RELEASE_MEMORY: &str = "releaseMemoryMiB=192";
-
 /// The providers of [`BIG`] at `version`, their Deployments on the real node.
 fn providers(version: &str) -> String {
     BIG.iter()

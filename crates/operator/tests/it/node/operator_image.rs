@@ -13,7 +13,8 @@
 //! peak under the limit), and deleted again; `helm uninstall` removes
 //! the operator and keeps the providers. Then the same image from `kubectl apply -k manifests/`
 //! (through an overlay placing it on the real node) runs Ready and the kept providers stay
-//! Ready; last, a server dry run of what every chart value renders.
+//! Ready, each pod having sized its release memory budget from the limit itself; last, a
+//! server dry run of what every chart value renders.
 
 use crate::support;
 
@@ -205,8 +206,6 @@ async fn install_chart(
         &values,
         "--set-json",
         &large_releases::extra_rules(),
-        "--set",
-        large_releases::RELEASE_MEMORY,
         "--wait",
         "--timeout",
         "240s",
@@ -405,6 +404,19 @@ async fn from_kustomization(cluster: &TestCluster, client: &Client) -> TestResul
     );
     for (kind, ns, name, ..) in REAL_PROVIDERS {
         wait_condition(client, (kind, ns, name), "Ready", "True", None, T).await?;
+    }
+    // manifests/ sets no budget: each pod sizes it from the kubelet's 256Mi limit (three
+    // quarters), read from the container's own cgroup.
+    for (pod, _) in &running {
+        let log = cluster.kubectl_ok(&["logs", "-n", NS, pod])?;
+        let line = log
+            .lines()
+            .find(|l| l.contains("release memory budget"))
+            .ok_or_else(|| format!("{pod}: no release memory budget in its log:\n{log}"))?;
+        assert!(
+            line.contains("\"mib\":192") || line.contains("mib=192"),
+            "{pod}: the budget from the 256Mi limit is 192 MiB: {line}"
+        );
     }
     Ok(())
 }
