@@ -11,7 +11,6 @@ pub mod controller;
 pub mod crds;
 pub mod fence;
 pub mod leader;
-pub mod memory;
 pub mod metrics;
 pub mod render;
 pub mod server;

@@ -165,17 +165,14 @@ async fn install_and_report<P: ProviderKind>(
                 let translation = decided::translation(&ignored);
                 conditions::set(&mut status.conditions, &translation, p.metadata.generation);
             }
-            let outcome = install::install(&mut install::State {
+            install::install(&mut install::State {
                 p,
                 ctx,
                 api: s.api,
                 status: &mut status,
                 notes: &mut notes,
             })
-            .await;
-            // What the pass rendered and applied is freed: give it back once the burst settles.
-            crate::memory::passed();
-            outcome
+            .await
         }
     };
     if let Outcome::VersionWritten = outcome {
