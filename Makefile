@@ -95,27 +95,16 @@ unit: ## Unit tests (no cluster).
 	$(CARGO) test --workspace --lib --bins
 
 .PHONY: integration
-# The operator's areas that run real managers on a node of their own (the real node; each starts
-# its own private cluster, under root): they spend most of their time waiting for
-# pods, so they run in a second test process beside everything else instead of after it.
+# The operator's areas that run real managers on a real node of their own (each starts its own
+# private cluster, under root): the heaviest, so at most NODE_LANES of them run at once.
 NODE_AREAS := node:: root:: clusterctl:: upgrade_real::
+TEST_LANES ?= 3
+NODE_LANES ?= 1
 
-integration: control-plane providers images image ## Integration tests against one shared local control plane; the areas of real managers (NODE_AREAS) start their own clusters with the real node, in a second test process run beside the rest.
-	@dir=$$(mktemp -u -t capi-it-XXXXXX); \
-	trap '$(SCRIPTS)/cluster-down.sh --dir '"$$dir"' || true; rm -f '"$$dir"'.node.log' EXIT; \
-	images=$$($(SCRIPTS)/build-providers.sh); \
-	kc=$$($(SCRIPTS)/cluster-up.sh --dir $$dir); \
-	export CAPI_TEST_KUBECONFIG=$$kc CAPI_KUBECTL=$$($(SCRIPTS)/build.sh)/kubectl CAPI_HELM=$$($(SCRIPTS)/helm.sh) \
-	  CAPI_PROVIDER_IMAGES=$$images; \
-	$(CARGO) test --workspace --test '*' --no-run -q; \
-	$(CARGO) test -p capi-provider-operator --test it -- $(NODE_AREAS) > $$dir.node.log 2>&1 & node=$$!; \
-	rest=0; operator=0; nodes=0; \
-	$(CARGO) test --workspace --exclude capi-provider-operator --no-fail-fast --test '*' || rest=$$?; \
-	$(CARGO) test -p capi-provider-operator --test it -- $(addprefix --skip ,$(NODE_AREAS)) || operator=$$?; \
-	wait $$node || nodes=$$?; \
-	echo "=== the operator's areas of real managers ($(NODE_AREAS)):"; cat $$dir.node.log; \
-	echo "integration: rest=$$rest operator=$$operator node-areas=$$nodes"; \
-	test $$rest = 0 && test $$operator = 0 && test $$nodes = 0
+integration: control-plane providers images image ## Integration tests: every area of every crate's integration-test binary, run in TEST_LANES lanes side by side (each with a local control plane of its own; the longest areas first, by the last run's durations), at most NODE_LANES areas with a real node at once (e2e/scripts/test-lanes.py).
+	@bin=$$($(SCRIPTS)/build.sh) && helm=$$($(SCRIPTS)/helm.sh) && images=$$($(SCRIPTS)/build-providers.sh) && \
+	CAPI_KUBECTL=$$bin/kubectl CAPI_HELM=$$helm CAPI_PROVIDER_IMAGES=$$images CARGO=$(CARGO) \
+	  python3 $(SCRIPTS)/test-lanes.py --lanes $(TEST_LANES) --node-lanes $(NODE_LANES) --node-areas $(NODE_AREAS)
 
 .PHONY: real-node-check
 real-node-check: control-plane images ## The real node (containerd, runc, CNI, kubelet, kube-proxy): a restricted pod reaches the API server through its Service and is reached at its IP; release images pull through the registry mirror unchanged, a wrong tag and a private repository without its pull secret fail; cluster-down leaves nothing behind. Needs root.
@@ -185,7 +174,11 @@ soak: soak-faults control-plane images ## Long fault injection: the fault tier's
 	  $(CARGO) test -p capi-provider-operator --test it node::workload_cluster -- --nocapture
 
 .PHONY: test
-test: deps fmt-check clippy check-generated unit alerts-check integration real-node-check docs-check docs-book dist-check fuzz-short ## Everything CI runs.
+test: deps fmt-check clippy check-generated unit alerts-check integration-and-docs real-node-check docs-book dist-check fuzz-short ## Everything CI runs.
+
+.PHONY: integration-and-docs
+integration-and-docs: ## make integration and make docs-check side by side (each on local control planes of its own; both mostly wait on controllers); each one's output is printed when it ends.
+	@$(MAKE) --no-print-directory -j2 -k --output-sync=target integration docs-check
 
 .PHONY: demo
 demo: deps control-plane ## The operator demo: local control plane, CRDs, operator, sample providers until Ready.
