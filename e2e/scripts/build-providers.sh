@@ -41,6 +41,15 @@ CAPI_MANAGER_VERSIONS="v1.10.10 v1.13.6 v1.14.2"
 # starts on v1.10; the test module of v1.14 needs packages the proxy does not serve).
 CAPD_VERSIONS="v1.10.10"
 
+module_dir() { # wrapper module dir, module path → where the module's source is (downloaded first)
+  # `go list -m` names a directory only once the module is in the module cache: on a fresh
+  # machine it prints nothing until something downloads it.
+  local dir
+  dir=$(cd "$1" && go mod download "$2" && go list -m -f '{{.Dir}}' "$2")
+  [[ -n "$dir" && -d "$dir" ]] || { echo "build-providers: no source of $2 for $1" >&2; return 1; }
+  echo "$dir"
+}
+
 stamp_of() { # module dir → stamp name covering its go.sum and this script
   cat "$1/go.sum" "$1/go.mod" "$0" | sha256sum | cut -c1-16
 }
@@ -62,7 +71,7 @@ build_capi() { # version, "clusterctl" to build it too
   local ld; ld=$(capi_ldflags "$v")
   # v1.14 moved the core manager's main package from the module root to core/.
   local core=sigs.k8s.io/cluster-api src
-  src=$(cd "$mod" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)
+  src=$(module_dir "$mod" sigs.k8s.io/cluster-api)
   [[ -f "$src/core/main.go" ]] && core=sigs.k8s.io/cluster-api/core
   echo "build-providers: building Cluster API $v managers into $out (first time: several minutes)" >&2
   (cd "$mod" && go build -trimpath -ldflags "$ld" -o "$out/cluster-api-controller" "$core" \
@@ -85,7 +94,7 @@ assemble_capi() { # version
   [[ -f "$stamp" ]] && return 0
   local kustomize src cfg core provider dir file image
   kustomize=$(build_kustomize)
-  src=$(cd "$mod" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)
+  src=$(module_dir "$mod" sigs.k8s.io/cluster-api)
   core=config; [[ -d "$src/core/config" ]] && core=core/config
   cfg=$(mktemp -d)
   while read -r provider dir file image; do
@@ -140,8 +149,8 @@ build_capd() { # version
 render_capd() { # version, out
   local v=$1 out=$2 src core cfg kustomize
   kustomize=$(build_kustomize)
-  src=$(cd "$mods/cluster-api-test-$v" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api/test)
-  core=$(cd "$mods/cluster-api-test-$v" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)
+  src=$(module_dir "$mods/cluster-api-test-$v" sigs.k8s.io/cluster-api/test)
+  core=$(module_dir "$mods/cluster-api-test-$v" sigs.k8s.io/cluster-api)
   cfg=$(mktemp -d)
   cp -r "$src/infrastructure/docker/config" "$cfg/"
   chmod -R u+w "$cfg"
@@ -184,7 +193,7 @@ cert_manager_node=capi-provider-operator.dev/real-node
 # tooling assembles it.
 render_cert_manager() { # version, out
   local v=$1 out=$2 src chart
-  src=$(cd "$mods/cert-manager-$v" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)
+  src=$(module_dir "$mods/cert-manager-$v" github.com/cert-manager/cert-manager)
   chart=$(mktemp -d)
   cp -r "$src/deploy/charts/cert-manager" "$chart/"
   chmod -R u+w "$chart"
@@ -223,7 +232,7 @@ build_go_operator() { # version
   echo "build-providers: building cluster-api-operator $v into $out (first time: minutes)" >&2
   (cd "$mod" && go build -trimpath -ldflags "-s -w" -o "$out/cluster-api-operator" \
     sigs.k8s.io/cluster-api-operator/cmd) >&2
-  local src; src=$(cd "$mod" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api-operator)
+  local src; src=$(module_dir "$mod" sigs.k8s.io/cluster-api-operator)
   rm -f "$out"/crds/*.yaml
   cp "$src"/config/crd/bases/*.yaml "$out/crds/"
   chmod u+w "$out"/crds/*.yaml

@@ -349,6 +349,15 @@ impl Applier {
         }
     }
 
+    /// The generation the server gave `key` at this process's last apply of it: a cache
+    /// showing an older one has not seen that apply yet.
+    pub fn applied_generation(&self, key: &ObjKey) -> Option<i64> {
+        self.applied
+            .lock()
+            .ok()
+            .and_then(|a| a.get(key).and_then(|k| k.generation))
+    }
+
     /// Records `live` as what the operator applied to `key` with content `hash` (in memory only).
     fn remember(&self, key: &ObjKey, live: &Live, hash: &str) {
         if let Ok(mut a) = self.applied.lock() {

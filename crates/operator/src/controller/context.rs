@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use capi_operator_api::AnyProvider;
+use capi_operator_api::{AnyProvider, ProviderStatus};
 use kube::Client;
 
 use super::{
@@ -36,6 +36,43 @@ pub struct Ctx {
     pub inputs: inputs::InputWatches,
     /// The operator-wide image mirror setting.
     pub mirror: Arc<mirror::MirrorSetting>,
+    /// The last status this process wrote per provider.
+    pub written: Written,
+}
+
+/// The last status this process wrote to each provider (by [`provider_key`]). The provider a
+/// pass is handed comes from the controller's cache, which can lag this process's own last
+/// write: a pass that computes what that stale copy already shows must still write it when
+/// the server holds something else, or a Ready=True found after a Ready=False write is never
+/// written and nothing wakes the provider until the resync.
+#[derive(Default)]
+pub struct Written(std::sync::Mutex<BTreeMap<String, Option<ProviderStatus>>>);
+
+impl Written {
+    /// Whether `status` must be written although the cached copy shows it: the last write of
+    /// this process to `key` wrote something else, or failed.
+    pub fn stale(&self, key: &str, status: &ProviderStatus) -> bool {
+        self.0
+            .lock()
+            .map(|w| w.get(key).is_some_and(|last| last.as_ref() != Some(status)))
+            // A poisoned lock forgets nothing it knew: writing once more is the safe side.
+            .unwrap_or(true)
+    }
+
+    /// Records the outcome of writing `status` to `key`; a failed write (`ok` false) makes the
+    /// next pass write whatever it finds.
+    pub fn record(&self, key: &str, status: &ProviderStatus, ok: bool) {
+        if let Ok(mut w) = self.0.lock() {
+            w.insert(key.to_string(), ok.then(|| status.clone()));
+        }
+    }
+
+    /// Forgets `key` (its provider is gone).
+    pub fn forget(&self, key: &str) {
+        if let Ok(mut w) = self.0.lock() {
+            w.remove(key);
+        }
+    }
 }
 
 /// The owner reference naming a provider (on what it installs that can carry one).

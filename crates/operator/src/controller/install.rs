@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use tracing::{Instrument, debug, debug_span, info, warn};
 
 use super::{
-    apply::{ApplyError, ApplyReport, key_of},
+    apply::{ApplyError, ApplyReport, ObjKey, key_of},
     budget::Share,
     context::{Ctx, provider_key},
     decide::{
@@ -965,7 +965,7 @@ pub(super) async fn readiness(ctx: &Ctx, p: &AnyProvider) -> Desired {
     }
     let mut names: Vec<&str> = Vec::new();
     for d in &deployments {
-        if let Err(why) = readiness::availability(d) {
+        if let Err(why) = applied_seen(ctx, d).and_then(|()| readiness::availability(d)) {
             let pods = pods_of(ctx, d).await;
             return readiness::not_ready(d, &why, &pods);
         }
@@ -977,6 +977,24 @@ pub(super) async fn readiness(ctx: &Ctx, p: &AnyProvider) -> Desired {
         reason::AVAILABLE,
         format!("available: {}", names.join(", ")),
     )
+}
+
+/// Whether the cached Deployment `d` shows this process's last apply of it. A pass that just
+/// changed it reads the cache before the watch brings the new generation: the old, Available
+/// copy would report Ready for a rollout that has not started.
+fn applied_seen(ctx: &Ctx, d: &Deployment) -> Result<(), String> {
+    let key = ObjKey {
+        group: "apps".into(),
+        kind: "Deployment".into(),
+        namespace: d.namespace().unwrap_or_default(),
+        name: d.name_any(),
+    };
+    match ctx.applier.applied_generation(&key) {
+        Some(g) if g > d.metadata.generation.unwrap_or(0) => {
+            Err("rollout in progress: the spec just applied is not observed yet".into())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The Pods of Deployment `d` by its selector; none when they cannot be read (Ready then says

@@ -458,6 +458,7 @@ async fn finish<P: ProviderKind>(s: &Subject<'_, P>, ctx: &Ctx) -> Result<Action
     release_finalizer(s.api, p).await?;
     ctx.rechecks.disarm(&provider_key(p));
     ctx.rechecks.unblocked(&provider_key(p));
+    ctx.written.forget(&provider_key(p));
     info!(provider = %provider_key(p), policy = %p.spec.deletion_policy, "finalizer released");
     ctx.opts
         .metrics

@@ -19,7 +19,7 @@ use tracing::debug;
 
 use super::{
     apply::FIELD_MANAGER,
-    context::Ctx,
+    context::{Ctx, provider_key},
     decide::{
         Error, Note,
         conditions::{self, Desired},
@@ -96,8 +96,8 @@ async fn publish_and_write<P: ProviderKind>(
 ) -> Result<(), kube::Error> {
     let status = provider_kind::shown(s.p.api, status);
     publish_transitions(s.obj, ctx, old, &status).await;
-    if &status != old {
-        write_status(s.api, s.p, &status).await?;
+    if &status != old || ctx.written.stale(&provider_key(s.p), &status) {
+        write_status(s, ctx, &status).await?;
     }
     Ok(())
 }
@@ -116,7 +116,7 @@ pub async fn digests<P: ProviderKind>(
     if status.release_digests != old.release_digests {
         let mut digests_only = old.clone();
         digests_only.release_digests = status.release_digests;
-        write_status(s.api, s.p, &provider_kind::shown(s.p.api, &digests_only)).await?;
+        write_status(s, ctx, &provider_kind::shown(s.p.api, &digests_only)).await?;
     }
     Ok(())
 }
@@ -160,23 +160,29 @@ pub fn merge_params() -> PatchParams {
     }
 }
 
+/// Writes `status` and records the outcome (see [`super::context::Written`]).
 async fn write_status<P: ProviderKind>(
-    api: &Api<P>,
-    p: &AnyProvider,
+    s: &Subject<'_, P>,
+    ctx: &Ctx,
     status: &ProviderStatus,
 ) -> Result<(), kube::Error> {
+    let p = s.p;
     let body = json!({
         "apiVersion": p.api.api_version(),
         "kind": p.provider_type.kind(),
         "status": status,
     });
-    api.patch_status(
-        p.name(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&body),
-    )
-    .await?;
-    Ok(())
+    let written = s
+        .api
+        .patch_status(
+            p.name(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await;
+    ctx.written
+        .record(&provider_key(p), status, written.is_ok());
+    written.map(|_| ())
 }
 
 /// Publishes an event on the provider object (failures are only logged). A note longer than

@@ -155,6 +155,7 @@ fn context(
             opts.image_mirror.clone(),
             opts.image_mirror_config.clone(),
         )),
+        written: Default::default(),
     }
 }
 

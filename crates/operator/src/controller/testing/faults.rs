@@ -267,6 +267,7 @@ impl Process {
                 Default::default(),
                 None,
             )),
+            written: Default::default(),
         });
         let mut p = Process {
             id,

@@ -96,6 +96,7 @@ fn ctx_with(
             Default::default(),
             None,
         )),
+        written: Default::default(),
     })
 }
 
@@ -782,5 +783,66 @@ async fn a_recheck_that_finds_the_deployment_available_reports_ready()
         "{writes:#?}"
     );
     assert_eq!(requeue_after(&action), Some(Duration::from_secs(1800)));
+    Ok(())
+}
+
+/// Ready's status and reason as the fake apiserver holds them.
+fn server_ready(fake: &FakeApi) -> Result<(String, String), Box<dyn std::error::Error>> {
+    let status = fake.get(PROVIDER).ok_or("provider gone")?["status"].clone();
+    let ready = condition(&status, "Ready").ok_or("no Ready")?;
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    Ok((text(&ready["status"]), text(&ready["reason"])))
+}
+
+#[tokio::test]
+async fn a_pass_reading_a_cache_behind_the_last_status_write_still_writes_ready()
+-> Result<(), Box<dyn std::error::Error>> {
+    let (fake, ctx, _clock, writer) = unready_provider().await?;
+    // Pass A: the Deployment is available, Ready=True is written; the cache keeps that copy.
+    cache_deployment(&fake, &writer, true)?;
+    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    let behind = stored_provider(&fake)?;
+    assert_eq!(server_ready(&fake)?.0, "True");
+    // Pass B: a rollout makes it unavailable; Ready=False is written.
+    cache_deployment(&fake, &writer, false)?;
+    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    assert_eq!(server_ready(&fake)?.0, "False");
+    // Pass C: available again, but handed the copy of pass A (the cache has not seen B's
+    // write). Its Ready=True equals that copy; the server holds False, so it must be written.
+    cache_deployment(&fake, &writer, true)?;
+    let action = reconcile::reconcile(behind, ctx.clone()).await?;
+    assert_eq!(
+        server_ready(&fake)?,
+        ("True".to_string(), reason::AVAILABLE.to_string()),
+        "left unready on the server, next look in {:?}",
+        requeue_after(&action)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pass_that_changes_the_deployment_does_not_report_ready_from_the_old_copy()
+-> Result<(), Box<dyn std::error::Error>> {
+    let (fake, ctx, _clock, writer) = unready_provider().await?;
+    cache_deployment(&fake, &writer, true)?;
+    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    assert_eq!(server_ready(&fake)?.0, "True");
+    // A manager setting changes the Deployment's args: a new generation on the server, while
+    // the cache still holds the available copy of generation 1.
+    let mut changed = fake.get(PROVIDER).ok_or("provider gone")?;
+    changed["spec"]["manager"] = json!({"verbosity": 5});
+    changed["metadata"]["generation"] = json!(4);
+    fake.put(PROVIDER, changed);
+    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    let applied = fake.get(DEPLOYMENT).ok_or("no Deployment")?;
+    assert!(
+        applied["metadata"]["generation"].as_i64() > Some(1),
+        "the pass should have changed the Deployment: {applied:#}"
+    );
+    let (status, reason) = server_ready(&fake)?;
+    assert_eq!(
+        status, "False",
+        "Ready from the copy before the apply ({reason})"
+    );
     Ok(())
 }
