@@ -99,7 +99,7 @@ unit: ## Unit tests (no cluster).
 # private cluster, under root): the heaviest, so at most NODE_LANES of them run at once.
 NODE_AREAS := node:: root:: clusterctl:: upgrade_real::
 TEST_LANES ?= 3
-NODE_LANES ?= 1
+NODE_LANES ?= 2
 
 integration: control-plane providers images image ## Integration tests: every area of every crate's integration-test binary, run in TEST_LANES lanes side by side (each with a local control plane of its own; the longest areas first, by the last run's durations), at most NODE_LANES areas with a real node at once (e2e/scripts/test-lanes.py).
 	@bin=$$($(SCRIPTS)/build.sh) && helm=$$($(SCRIPTS)/helm.sh) && images=$$($(SCRIPTS)/build-providers.sh) && \
@@ -117,7 +117,7 @@ alerts-check: ## Check the alerting rules and run their unit tests with the real
 	$$promtool test rules manifests/monitoring/prometheus-rules.test.yaml
 
 .PHONY: docs-check
-docs-check: control-plane ## Check every link of the Markdown files, then run every command README.md, docs/ and examples/ show, as written, on private local control planes.
+docs-check: control-plane providers ## Check every link of the Markdown files, then run every command README.md, docs/ and examples/ show, as written, on private local control planes.
 	@python3 $(SCRIPTS)/docs-links.py
 	@python3 $(SCRIPTS)/architecture-check.py
 	@python3 $(SCRIPTS)/docs-check.py
@@ -174,11 +174,13 @@ soak: soak-faults control-plane images ## Long fault injection: the fault tier's
 	  $(CARGO) test -p capi-provider-operator --test it node::workload_cluster -- --nocapture
 
 .PHONY: test
-test: deps fmt-check clippy check-generated unit alerts-check integration-and-docs real-node-check docs-book dist-check fuzz-short ## Everything CI runs.
+test: deps fmt-check clippy check-generated unit alerts-check long-checks real-node-check ## Everything CI runs.
 
-.PHONY: integration-and-docs
-integration-and-docs: ## make integration and make docs-check side by side (each on local control planes of its own; both mostly wait on controllers); each one's output is printed when it ends.
-	@$(MAKE) --no-print-directory -j2 -k --output-sync=target integration docs-check
+# real-node-check is not among them: its leftover check would take the processes and mounts of a
+# test's real node for its own.
+.PHONY: long-checks
+long-checks: ## make integration beside docs-check, fuzz-short, docs-book and dist-check, two of those at a time (the tests and the docs mostly wait on controllers; the others are short); each one's output is printed when it ends.
+	@$(MAKE) --no-print-directory -j3 -k --output-sync=target integration docs-check fuzz-short docs-book dist-check
 
 .PHONY: demo
 demo: deps control-plane ## The operator demo: local control plane, CRDs, operator, sample providers until Ready.

@@ -476,10 +476,16 @@ def main():
     ap.add_argument("--world", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/world.txt"))
     ap.add_argument("--peer", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/peer.json"))
     ap.add_argument("--docs", default=os.path.join(ROOT, "docs"))
+    ap.add_argument("--peer-only", action="store_true",
+                    help="rewrite only the section against cluster-api-operator in the existing report "
+                         "(after `python3 e2e/bench/peer.py` alone)")
     a = ap.parse_args()
-    r = json.load(open(a.results))
     plots = os.path.join(a.docs, "performance")
     os.makedirs(plots, exist_ok=True)
+    if a.peer_only:
+        splice_peer(os.path.join(a.docs, "performance.md"), peer_section(json.load(open(a.peer)), plots))
+        return
+    r = json.load(open(a.results))
     out = ["# Performance", "",
            f"Written by `make bench` (the render benchmark, e2e/bench/install.py and e2e/bench/scale.py, then "
            f"e2e/bench/report.py) on {r['date']}, "
@@ -506,6 +512,19 @@ def main():
         out += peer_section(json.load(open(a.peer)), plots)
     out += gaps(r, install)
     open(os.path.join(a.docs, "performance.md"), "w").write("\n".join(out))
+
+
+def splice_peer(path: str, section: list[str]) -> None:
+    """Puts `section` in place of the report's section against cluster-api-operator (from its
+    heading to the next heading of the same level), keeping every other section as it was."""
+    lines = open(path).read().split("\n")
+    head = section[0]
+    try:
+        start = lines.index(head)
+    except ValueError:
+        raise SystemExit(f"report: {path} has no line {head!r}; run the whole `make bench`")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    open(path, "w").write("\n".join(lines[:start] + section + lines[end:]))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,11 @@ mods="$here/../providers"
 # shellcheck source=versions.env
 source "$here/versions.env"
 cache=${CAPI_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-provider-operator}
+# One build at a time: make runs integration and docs-check side by side, and both (or a docs
+# block) may ask for what this builds; the second waits, then finds it built.
+mkdir -p "$cache"
+exec 9>"$cache/.build-providers.lock"
+flock 9
 root="$cache/bin/providers"
 mkdir -p "$root"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod

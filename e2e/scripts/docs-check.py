@@ -121,7 +121,7 @@ INLINE = {
     "kubectl capi-providers move --to-kubeconfig target.kubeconfig": (
         "covered", "crates/operator/tests/it/move_management_cluster.rs runs it on two local control planes"),
     "make integration": ("covered", "a step of make test"),
-    "make integration-and-docs": ("covered", "a step of make test"),
+    "make long-checks": ("covered", "a step of make test"),
     "make real-node-check": ("covered", "a step of make test"),
     "helm lint": ("covered", "crates/operator/tests/it/node/helm_chart.rs runs helm lint --strict with every chart value in node::operator_image (make integration, a step of make test)"),
     "cargo test ... node::workload_cluster": ("covered", "make integration runs the node:: areas (a step of make test)"),

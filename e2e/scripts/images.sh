@@ -22,6 +22,11 @@ source "$here/versions.env"
 # shellcheck source=registry.sh
 source "$here/registry.sh"
 cache=${CAPI_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-provider-operator}
+# One build at a time: make runs integration and docs-check side by side, and both (or a docs
+# block) may ask for what this builds; the second waits, then finds it built.
+mkdir -p "$cache"
+exec 9>"$cache/.images.lock"
+flock 9
 providers="$cache/bin/providers"
 store="$cache/images"
 PRIVATE_REF=registry.capi-provider-operator.local/private/cluster-api-controller

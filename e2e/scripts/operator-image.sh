@@ -17,6 +17,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cache=${CAPI_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-provider-operator}
+# One build at a time: make runs integration and docs-check side by side, and both (or a docs
+# block) may ask for what this builds; the second waits, then finds it built.
+mkdir -p "$cache"
+exec 9>"$cache/.operator-image.lock"
+flock 9
 target_dir=${CARGO_TARGET_DIR:-$cache/target}
 store="$cache/images"
 say() { echo "image: $*" >&2; }

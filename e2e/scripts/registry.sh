@@ -41,7 +41,8 @@ registry_start() {
       echo "auth: {htpasswd: {realm: capi-registry, path: $htpasswd}}"
     fi
   } >"$conf"
-  setsid docker-registry serve "$conf" >"${pidfile%.pid}.log" 2>&1 </dev/null &
+  # Not holding the lock of the script that starts it (fd 9, see images.sh).
+  setsid docker-registry serve "$conf" >"${pidfile%.pid}.log" 2>&1 </dev/null 9>&- &
   echo $! >"$pidfile"
   for _ in $(seq 1 100); do
     code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$certs/tls.crt" "https://$addr/v2/" || true)

@@ -96,8 +96,9 @@ def jobs_of(binaries):
 class Lanes:
     def __init__(self, jobs, node_areas, node_lanes, times, kubeconfigs, logdir):
         self.lock = threading.Lock()
-        self.pending = sorted(jobs, key=lambda j: -times.get(j["key"], 10_000))
         self.node_areas = node_areas
+        # Without a recorded duration (a first run), the node areas, the longest as a rule, first.
+        self.pending = sorted(jobs, key=lambda j: -times.get(j["key"], 20_000 if self.is_node(j) else 10_000))
         self.node_free = node_lanes
         self.results = []
         self.kubeconfigs = kubeconfigs
