@@ -16,7 +16,8 @@ machine at a load of about 1.5), so lanes shorten `make integration` without mor
     test-lanes.py [--lanes N] [--node-lanes M] [--node-areas PREFIX ...]
 
 Environment: CARGO (default cargo), CAPI_OPERATOR_CACHE (where the durations are kept,
-default ~/.cache/capi-provider-operator). Exit status 1 when a job failed or could not run.
+default ~/.cache/capi-provider-operator), TEST_AREA_TIMEOUT (seconds an area may run before it is
+killed and failed, default 1800). Exit status 1 when a job failed or could not run.
 """
 
 import argparse
@@ -32,6 +33,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# The longest an area may run (the longest takes about 5 minutes on a loaded 2-core machine).
+AREA_TIMEOUT = int(os.environ.get("TEST_AREA_TIMEOUT", "1800"))
 ROOT = HERE.parent.parent
 
 
@@ -146,7 +149,14 @@ class Lanes:
             )
             with self.lock:
                 self.children.add(child)
-            rc = child.wait()
+            try:
+                rc = child.wait(timeout=AREA_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                # A hung area (a wait without a deadline) must fail the run, not hold it until
+                # CI's limit.
+                os.killpg(child.pid, signal.SIGKILL)
+                rc = child.wait()
+                out.write(f"\ntest-lanes: killed after {AREA_TIMEOUT} s (TEST_AREA_TIMEOUT)\n")
             with self.lock:
                 self.children.discard(child)
         took = time.monotonic() - start

@@ -36,6 +36,38 @@ async fn until(
     Ok(())
 }
 
+/// Waits until the API server's watch cache of every cert-manager kind is initialised (a list at
+/// resourceVersion 0 is served from it). A CRD deleted before that, seconds after its creation on
+/// a loaded machine, was seen to stay Terminating for good (kube-apiserver v1.34: the CRD
+/// finalizer's "could not list instances: storage is (re)initializing", not retried).
+async fn cert_manager_kinds_served(cluster: &TestCluster) -> TestResult {
+    let paths = cluster.kubectl_ok(&[
+        "get",
+        "crd",
+        "-l",
+        "app=cert-manager",
+        "-o",
+        r#"jsonpath={range .items[*]}/apis/{.spec.group}/{.spec.versions[0].name}/{.spec.names.plural}{"\n"}{end}"#,
+    ])?;
+    let paths: Vec<String> = paths
+        .lines()
+        .map(|p| format!("{p}?resourceVersion=0"))
+        .collect();
+    assert_eq!(paths.len(), 6, "cert-manager's six CRDs: {paths:?}");
+    until(
+        "the cert-manager kinds' watch caches",
+        Duration::from_secs(60),
+        || {
+            Ok(paths.iter().all(|p| {
+                cluster
+                    .kubectl(&["get", "--raw", p])
+                    .is_ok_and(|(ok, _, _)| ok)
+            }))
+        },
+    )
+    .await
+}
+
 #[tokio::test]
 async fn cert_manager_installed_after_the_operator_is_owned() -> TestResult {
     let Some(shared) = capi_test_support::shared_dir() else {
@@ -67,6 +99,7 @@ async fn cert_manager_installed_after_the_operator_is_owned() -> TestResult {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let crds = shared.join("testdata/cert-manager/crds.yaml");
     cluster.kubectl_ok(&["apply", "--server-side", "-f", &crds.to_string_lossy()])?;
+    cert_manager_kinds_served(cluster).await?;
     apply(
         cluster,
         &format!(
@@ -142,7 +175,13 @@ async fn cert_manager_installed_after_the_operator_is_owned() -> TestResult {
                 .count()
         }
     };
-    cluster.kubectl_ok(&["delete", "-f", &crds.to_string_lossy(), "--wait=true"])?;
+    cluster.kubectl_ok(&[
+        "delete",
+        "-f",
+        &crds.to_string_lossy(),
+        "--wait=true",
+        "--timeout=120s",
+    ])?;
     until("the watches' end", Duration::from_secs(60), || {
         let stopped = said("kind no longer served");
         Ok(stopped("Certificate") == 1 && stopped("Issuer") == 1)
