@@ -174,7 +174,9 @@ class Peer:
                     f"--profiler-address=localhost:{free_port()}",
                     # Not chart flags: where its Pod's certificate volume and port would be.
                     f"--webhook-cert-dir={certs}", f"--webhook-port={free_port()}", *extra]
-            inner = ("mount -t tmpfs tmpfs /run/secrets && mkdir -p /run/secrets/kubernetes.io/serviceaccount && "
+            # A tmpfs over /run, private to it: a fresh machine has no /run/secrets to mount over,
+            # and the host's /run must not be changed.
+            inner = ("mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount && "
                      "printf default > /run/secrets/kubernetes.io/serviceaccount/namespace && exec \"$0\" \"$@\"")
             cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c", inner,
                    os.path.join(godir, "cluster-api-operator"), *args]
@@ -317,6 +319,10 @@ def measure(who: str, w: Workload, godir: str, long: bool) -> dict:
         mark0 = audit.mark()
         op = Peer(who, c, godir)
         time.sleep(3)
+        if op.p.poll() is not None:
+            # Not a wait for Ready that times out minutes later: say why at once.
+            tail = open(os.path.join(c.dir, f"{who}.log"), errors="replace").read()[-2000:]
+            raise RuntimeError(f"the {who} operator exited ({op.p.returncode}) before its run:\n{tail}")
         t0 = time.monotonic()
         c.k("apply", "--server-side", "-f", "-", stdin=w.objects(who))
         r = {"ready_s": all_there(ws) - t0, "cpu_to_ready_s": op.cpu(), "rss_ready_mib": op.rss(),
