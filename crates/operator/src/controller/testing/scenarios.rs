@@ -794,15 +794,21 @@ fn server_ready(fake: &FakeApi) -> Result<(String, String), Box<dyn std::error::
     Ok((text(&ready["status"]), text(&ready["reason"])))
 }
 
+/// [`unready_provider`] after its Deployment turned available and a pass wrote Ready=True.
+async fn ready_provider() -> Result<Setup, Box<dyn std::error::Error>> {
+    let (fake, ctx, clock, writer) = unready_provider().await?;
+    cache_deployment(&fake, &writer, true)?;
+    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    assert_eq!(server_ready(&fake)?.0, "True");
+    Ok((fake, ctx, clock, writer))
+}
+
 #[tokio::test]
 async fn a_pass_reading_a_cache_behind_the_last_status_write_still_writes_ready()
 -> Result<(), Box<dyn std::error::Error>> {
-    let (fake, ctx, _clock, writer) = unready_provider().await?;
     // Pass A: the Deployment is available, Ready=True is written; the cache keeps that copy.
-    cache_deployment(&fake, &writer, true)?;
-    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    let (fake, ctx, _clock, writer) = ready_provider().await?;
     let behind = stored_provider(&fake)?;
-    assert_eq!(server_ready(&fake)?.0, "True");
     // Pass B: a rollout makes it unavailable; Ready=False is written.
     cache_deployment(&fake, &writer, false)?;
     reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
@@ -823,10 +829,7 @@ async fn a_pass_reading_a_cache_behind_the_last_status_write_still_writes_ready(
 #[tokio::test]
 async fn a_pass_that_changes_the_deployment_does_not_report_ready_from_the_old_copy()
 -> Result<(), Box<dyn std::error::Error>> {
-    let (fake, ctx, _clock, writer) = unready_provider().await?;
-    cache_deployment(&fake, &writer, true)?;
-    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
-    assert_eq!(server_ready(&fake)?.0, "True");
+    let (fake, ctx, _clock, _writer) = ready_provider().await?;
     // A manager setting changes the Deployment's args: a new generation on the server, while
     // the cache still holds the available copy of generation 1.
     let mut changed = fake.get(PROVIDER).ok_or("provider gone")?;
