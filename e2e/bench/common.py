@@ -80,8 +80,11 @@ class Watch:
         self.p = subprocess.Popen(
             [c.kubectl, "--kubeconfig", c.kubeconfig, "get", resource, "-A", "--watch", "--output-watch-events",
              "--no-headers", "-o", f"custom-columns=E:.type,NS:.object.metadata.namespace,N:.object.metadata.name,C:{column}"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.resource = resource
         self.state: dict = {}
+        # Lines that name no object (a watch ERROR event, a Status): kept to say why a wait failed.
+        self.odd: list = []
         self.done: dict = {}
         self.lock = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
@@ -93,6 +96,9 @@ class Watch:
             if len(parts) < 4:
                 continue
             event, ns, name, status = parts[:4]
+            if event not in ("ADDED", "MODIFIED", "DELETED") or name == "<none>":
+                self.odd.append(line.strip())
+                continue
             with self.lock:
                 if event == "DELETED":
                     self.state.pop((ns, name), None)
@@ -109,7 +115,9 @@ class Watch:
             while not any(k >= count for k in self.done):
                 left = deadline - time.monotonic()
                 if left <= 0 or self.p.poll() is not None:
-                    raise RuntimeError(f"{count} objects never all had the condition: {self.state}")
+                    why = "" if self.p.poll() is None else f"; kubectl exited {self.p.returncode}: {self.p.stderr.read()[-1000:]}"
+                    raise RuntimeError(f"{count} {self.resource} never all had the condition: {self.state}"
+                                       f"{why}; other lines: {self.odd[-5:]}")
                 self.lock.wait(min(left, 1))
             return min(t for k, t in self.done.items() if k >= count)
 

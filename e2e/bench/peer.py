@@ -329,6 +329,8 @@ def measure(who: str, w: Workload, godir: str, long: bool) -> dict:
              # What the RSS is made of: the binary's pages that ran, and allocated memory.
              "rss_file_ready_mib": op.status("RssFile"), "rss_anon_ready_mib": op.status("RssAnon")}
         r["writes_to_ready"], r["lease_writes_to_ready"] = audit.writes(op.user_agent(), mark0)
+        # Which writes, for the report's causes (not summarised).
+        r["writes_to_ready_by"] = {f"{v} {res}": n for (v, res), n in audit.writes_by(op.user_agent(), mark0).items()}
         time.sleep(5)
         if not long:
             return {**r, "rss_peak_mib": op.hwm(), "load": load0}
@@ -428,7 +430,8 @@ def main():
     for scenario, by in runs.items():
         results["scenarios"][scenario] = {
             who: {k: summary([r[k] for r in rs if k in r]) for k in {k: 0 for r in rs for k in r}
-                  if k not in ("idle_s", "repair_timeout_s", "idle_writes_by", "resync_writes_by")}
+                  if k not in ("idle_s", "repair_timeout_s", "idle_writes_by", "resync_writes_by",
+                               "writes_to_ready_by")}
             for who, rs in by.items()}
         results["scenarios"][scenario]["repair_timeout_s"] = REPAIR_TIMEOUT
         results["scenarios"][scenario]["long_runs"] = sum(long_run(scenario, i) for i in range(RUNS))

@@ -26,6 +26,8 @@ pub(crate) enum Kind {
     Second,
     /// [`crate::real_node_cluster`].
     RealNode,
+    /// [`crate::second_real_node_cluster`].
+    SecondRealNode,
 }
 
 type Started = Result<&'static TestCluster, String>;

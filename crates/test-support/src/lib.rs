@@ -164,6 +164,17 @@ pub const REAL_NODE_NAME: &str = "real-node";
 /// containerd pulls the images of `make images` through its registry mirror. `None` (after
 /// saying why on stderr) without root or without those images. Started on first use.
 pub fn real_node_cluster(test: &str) -> Option<Result<&'static TestCluster, Error>> {
+    real_node_of(area::Kind::RealNode, test)
+}
+
+/// A second private cluster of the current area with a real node of its own (its own network
+/// namespace, pod range and containerd), for tests between two management clusters that both
+/// run real managers (moving a management cluster). As [`real_node_cluster`] otherwise.
+pub fn second_real_node_cluster(test: &str) -> Option<Result<&'static TestCluster, Error>> {
+    real_node_of(area::Kind::SecondRealNode, test)
+}
+
+fn real_node_of(kind: area::Kind, test: &str) -> Option<Result<&'static TestCluster, Error>> {
     // The node's namespaces, mounts and iptables need root.
     let root = std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -181,7 +192,7 @@ pub fn real_node_cluster(test: &str) -> Option<Result<&'static TestCluster, Erro
         eprintln!("SKIPPED {test}: no release images (make images)");
         return None;
     }
-    Some(area::cluster(area::Kind::RealNode, || {
+    Some(area::cluster(kind, || {
         start_cluster(&[std::ffi::OsStr::new("--real-node")])
     }))
 }

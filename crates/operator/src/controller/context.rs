@@ -41,30 +41,65 @@ pub struct Ctx {
 }
 
 /// The last status this process wrote to each provider (by [`provider_key`]). The provider a
-/// pass is handed comes from the controller's cache, which can lag this process's own last
-/// write: a pass that computes what that stale copy already shows must still write it when
-/// the server holds something else, or a Ready=True found after a Ready=False write is never
-/// written and nothing wakes the provider until the resync.
+/// pass is handed comes from the controller's cache, which can lag this process's own writes:
+///
+/// - a pass that computes what such a stale copy already shows must still write it when the
+///   server holds something else, or a Ready=True found after a Ready=False write is never
+///   written and nothing wakes the provider until the resync;
+/// - a pass that computes what this process last wrote, handed a copy from before that write,
+///   must not write it again: the server holds it, and under load (many providers installed
+///   at once) those repeated writes were a tenth of all the operator's writes.
 #[derive(Default)]
-pub struct Written(std::sync::Mutex<BTreeMap<String, Option<ProviderStatus>>>);
+pub struct Written(std::sync::Mutex<BTreeMap<String, LastWrite>>);
+
+/// How many statuses older than the last write are remembered per provider: copies a lagging
+/// cache can still hand a pass.
+const OLDER_KEPT: usize = 4;
+
+/// What this process last wrote to one provider's status.
+#[derive(Default)]
+struct LastWrite {
+    /// The status written; `None` when the write failed.
+    wrote: Option<ProviderStatus>,
+    /// Statuses the server held before it, newest last: what this process wrote earlier and
+    /// what its writes replaced.
+    older: Vec<ProviderStatus>,
+}
 
 impl Written {
-    /// Whether `status` must be written although the cached copy shows it: the last write of
-    /// this process to `key` wrote something else, or failed.
-    pub fn stale(&self, key: &str, status: &ProviderStatus) -> bool {
-        self.0
-            .lock()
-            .map(|w| w.get(key).is_some_and(|last| last.as_ref() != Some(status)))
-            // A poisoned lock forgets nothing it knew: writing once more is the safe side.
-            .unwrap_or(true)
+    /// What the server holds of `key`'s status as far as this process knows, given the cache's
+    /// copy `cached`: its own last write when the copy is that write or older than it (the
+    /// cache lagging), else the copy (nothing written yet, or someone else wrote since).
+    /// `None` after a failed write, or a poisoned lock: the server may hold anything.
+    pub fn known(&self, key: &str, cached: &ProviderStatus) -> Option<ProviderStatus> {
+        let w = self.0.lock().ok()?;
+        let Some(last) = w.get(key) else {
+            return Some(cached.clone());
+        };
+        let wrote = last.wrote.as_ref()?;
+        if wrote == cached || last.older.contains(cached) {
+            Some(wrote.clone())
+        } else {
+            Some(cached.clone())
+        }
     }
 
-    /// Records the outcome of writing `status` to `key`; a failed write (`ok` false) makes the
-    /// next pass write whatever it finds.
-    pub fn record(&self, key: &str, status: &ProviderStatus, ok: bool) {
-        if let Ok(mut w) = self.0.lock() {
-            w.insert(key.to_string(), ok.then(|| status.clone()));
+    /// Records the outcome of writing `status` over `replaced` (the cached copy the pass read)
+    /// to `key`; a failed write (`ok` false) makes the next pass write whatever it finds.
+    pub fn record(&self, key: &str, replaced: &ProviderStatus, status: &ProviderStatus, ok: bool) {
+        let Ok(mut w) = self.0.lock() else {
+            return;
+        };
+        let last = w.entry(key.to_string()).or_default();
+        let before = last.wrote.take().into_iter().chain([replaced.clone()]);
+        for s in before {
+            if &s != status && !last.older.contains(&s) {
+                last.older.push(s);
+            }
         }
+        let excess = last.older.len().saturating_sub(OLDER_KEPT);
+        last.older.drain(..excess);
+        last.wrote = ok.then(|| status.clone());
     }
 
     /// Forgets `key` (its provider is gone).

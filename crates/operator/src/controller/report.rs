@@ -87,7 +87,8 @@ pub async fn deletion<P: ProviderKind>(
 }
 
 /// Publishes the newsworthy changes from `old` to `status` (as the provider's API version
-/// shows it) and writes the status when it differs.
+/// shows it) and writes the status when it differs (`old` as [`super::context::Written`]
+/// knows it).
 async fn publish_and_write<P: ProviderKind>(
     s: &Subject<'_, P>,
     ctx: &Ctx,
@@ -95,9 +96,12 @@ async fn publish_and_write<P: ProviderKind>(
     status: &ProviderStatus,
 ) -> Result<(), kube::Error> {
     let status = provider_kind::shown(s.p.api, status);
-    publish_transitions(s.obj, ctx, old, &status).await;
-    if &status != old || ctx.written.stale(&provider_key(s.p), &status) {
-        write_status(s, ctx, &status).await?;
+    // From what the server holds, not from a cached copy older than this process's last write:
+    // a lagging cache would have its transitions published and its status written twice.
+    let known = ctx.written.known(&provider_key(s.p), old);
+    publish_transitions(s.obj, ctx, known.as_ref().unwrap_or(old), &status).await;
+    if known.as_ref() != Some(&status) {
+        write_status(s, ctx, old, &status).await?;
     }
     Ok(())
 }
@@ -116,7 +120,7 @@ pub async fn digests<P: ProviderKind>(
     if status.release_digests != old.release_digests {
         let mut digests_only = old.clone();
         digests_only.release_digests = status.release_digests;
-        write_status(s, ctx, &provider_kind::shown(s.p.api, &digests_only)).await?;
+        write_status(s, ctx, old, &provider_kind::shown(s.p.api, &digests_only)).await?;
     }
     Ok(())
 }
@@ -160,10 +164,12 @@ pub fn merge_params() -> PatchParams {
     }
 }
 
-/// Writes `status` and records the outcome (see [`super::context::Written`]).
+/// Writes `status` over `replaced` (the cached copy) and records the outcome (see
+/// [`super::context::Written`]).
 async fn write_status<P: ProviderKind>(
     s: &Subject<'_, P>,
     ctx: &Ctx,
+    replaced: &ProviderStatus,
     status: &ProviderStatus,
 ) -> Result<(), kube::Error> {
     let p = s.p;
@@ -181,7 +187,7 @@ async fn write_status<P: ProviderKind>(
         )
         .await;
     ctx.written
-        .record(&provider_key(p), status, written.is_ok());
+        .record(&provider_key(p), replaced, status, written.is_ok());
     written.map(|_| ())
 }
 

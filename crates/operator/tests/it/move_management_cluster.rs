@@ -97,7 +97,9 @@ fn workload(source: &TestCluster) -> TestResult {
 }
 
 /// `Kind namespace/name` of every provider object of the operator's API on the cluster.
-fn provider_objects(cluster: &TestCluster) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+pub(crate) fn provider_objects(
+    cluster: &TestCluster,
+) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     let kinds = "coreproviders,bootstrapproviders,controlplaneproviders,infrastructureproviders";
     let out = cluster.kubectl_ok(&[
         "get",
@@ -127,15 +129,16 @@ async fn replicas(client: &Client, ns: &str, name: &str) -> Option<i32> {
     d.spec?.replicas
 }
 
-/// `move` from `source` to `target` with `extra` arguments: (exit 0, output).
-fn run_move(
+/// `move` from `source` to `target` with `extra` arguments, running `clusterctl`: (exit 0,
+/// output).
+pub(crate) fn run_move(
     source: &TestCluster,
     target: &TestCluster,
-    parts: &Parts,
+    clusterctl: &std::path::Path,
     extra: &[&str],
 ) -> Result<(bool, String), Box<dyn std::error::Error>> {
     let to = target.kubeconfig().to_string_lossy().into_owned();
-    let cc = parts.clusterctl.to_string_lossy().into_owned();
+    let cc = clusterctl.to_string_lossy().into_owned();
     let mut args = vec![
         "move",
         "--to-kubeconfig",
@@ -163,7 +166,7 @@ async fn refused_then_planned(
         target,
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: capi-system\n---\napiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: CoreProvider\nmetadata:\n  name: cluster-api\n  namespace: capi-system\nspec:\n  version: v1.11.0\n",
     )?;
-    let (ok, out) = run_move(source, target, parts, &[])?;
+    let (ok, out) = run_move(source, target, &parts.clusterctl, &[])?;
     assert!(
         !ok,
         "a move to a core provider at another version must be refused:\n{out}"
@@ -193,7 +196,7 @@ async fn refused_then_planned(
         "--timeout=60s",
     ])?;
 
-    let (ok, out) = run_move(source, target, parts, &["--dry-run"])?;
+    let (ok, out) = run_move(source, target, &parts.clusterctl, &["--dry-run"])?;
     assert!(ok, "{out}");
     for step in [
         "1. declare CoreProvider capi-system/cluster-api on the target",
@@ -238,7 +241,7 @@ async fn move_declares_on_the_target_moves_the_clusters_and_retires_the_source()
     assert_eq!(declared.len(), 4, "{declared:?}");
 
     let moving = Instant::now();
-    let (ok, out) = run_move(source, target, &parts, &[])?;
+    let (ok, out) = run_move(source, target, &parts.clusterctl, &[])?;
     assert!(ok, "{out}");
     let took = moving.elapsed();
     assert!(
@@ -320,7 +323,7 @@ async fn move_declares_on_the_target_moves_the_clusters_and_retires_the_source()
         |p| condition(&p, "Ready").and_then(|c| c.get("status")) == Some(&"True".into())
     ));
 
-    let (ok, out) = run_move(source, target, &parts, &[])?;
+    let (ok, out) = run_move(source, target, &parts.clusterctl, &[])?;
     assert!(ok && out.contains("nothing to move"), "{out}");
     eprintln!(
         "MEASURED move: set-up {:.1} s, move {:.1} s, all {:.1} s",

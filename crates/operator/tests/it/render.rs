@@ -17,12 +17,11 @@ fn render(
     };
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let file = std::env::temp_dir().join(format!("render-{}-{n}.yaml", std::process::id()));
-    std::fs::write(&file, provider_yaml)?;
+    let file = temp_file(&format!("render-{n}.yaml"), provider_yaml)?;
     let out = Command::new(env!("CARGO_BIN_EXE_capi-provider-operator"))
         .arg("render")
         .arg("-f")
-        .arg(&file)
+        .arg(&*file)
         .arg("--repository")
         .arg(shared.join("testdata/providers"))
         .args(extra)
@@ -130,9 +129,8 @@ fn spec_customizations_and_variables_reach_the_deployment() -> TestResult {
         return Ok(());
     }
     let provider = "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: CoreProvider\nmetadata: {name: cluster-api, namespace: my-capi}\nspec:\n  version: v1.12.0\n  manager: {syncPeriod: 660, featureGates: {MachinePool: false}}\n  deployment:\n    replicas: 2\n    containers:\n    - name: manager\n      image: mirror.local/capi/cluster-api-controller:v1.12.0-patched\n      args: {namespace: ignored, sync-period: 1m}\n";
-    let vars = std::env::temp_dir().join(format!("vars-{}.env", std::process::id()));
-    std::fs::write(
-        &vars,
+    let vars = temp_file(
+        "vars.env",
         "CAPI_DIAGNOSTICS_ADDRESS=:9443\nCLUSTER_TOPOLOGY=true\n",
     )?;
     let (ok, out, err) = render(provider, &["--variables", &vars.to_string_lossy()])?;
@@ -205,10 +203,27 @@ fn list_variables_and_errors() -> TestResult {
     Ok(())
 }
 
-fn temp_file(name: &str, text: &str) -> Result<std::path::PathBuf, Box<dyn std::error::Error>> {
+/// A file the test writes for `render` to read, removed when dropped: the tests run many times,
+/// and nothing of theirs should pile up in the temporary directory.
+struct TempFile(std::path::PathBuf);
+
+impl std::ops::Deref for TempFile {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn temp_file(name: &str, text: &str) -> Result<TempFile, Box<dyn std::error::Error>> {
     let path = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
     std::fs::write(&path, text)?;
-    Ok(path)
+    Ok(TempFile(path))
 }
 
 fn find<'a>(objs: &'a [Value], kind: &str, name: &str) -> Result<&'a Value, String> {

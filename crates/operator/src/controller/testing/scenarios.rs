@@ -827,6 +827,50 @@ async fn a_pass_reading_a_cache_behind_the_last_status_write_still_writes_ready(
 }
 
 #[tokio::test]
+async fn a_pass_reading_a_cache_behind_its_own_status_write_does_not_write_it_again()
+-> Result<(), Box<dyn std::error::Error>> {
+    let (fake, ctx, _clock, writer) = unready_provider().await?;
+    // The copy a lagging cache still hands out: Ready=False.
+    let behind = stored_provider(&fake)?;
+    cache_deployment(&fake, &writer, true)?;
+    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    assert_eq!(server_ready(&fake)?.0, "True");
+    let status = format!("{PROVIDER}/status");
+    let status_writes = || {
+        fake.writes()
+            .iter()
+            .filter(|r| r.is_patch_of(&status))
+            .count()
+    };
+    let before = status_writes();
+    // Events of the transition to Ready (the harness's cache also reports drift every pass).
+    let events = || {
+        let ready =
+            |r: &&Recorded| r.path.contains("/events") && r.body["reason"] == reason::AVAILABLE;
+        fake.writes().iter().filter(ready).count()
+    };
+    let events_before = events();
+    // The same finding from the copy before that write: the server holds it already, and its
+    // transition to Ready was published.
+    reconcile::reconcile(behind.clone(), ctx.clone()).await?;
+    assert_eq!(status_writes(), before, "the status was written again");
+    assert_eq!(
+        events(),
+        events_before,
+        "the transition was published again"
+    );
+    assert_eq!(server_ready(&fake)?.0, "True");
+    // Someone else wrote the status since (neither this write nor one before it): written.
+    let mut edited = fake.get(PROVIDER).ok_or("provider gone")?;
+    edited["status"]["conditions"] = json!([]);
+    fake.put(PROVIDER, edited);
+    reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    assert_eq!(status_writes(), before + 1);
+    assert_eq!(server_ready(&fake)?.0, "True");
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_pass_that_changes_the_deployment_does_not_report_ready_from_the_old_copy()
 -> Result<(), Box<dyn std::error::Error>> {
     let (fake, ctx, _clock, _writer) = ready_provider().await?;

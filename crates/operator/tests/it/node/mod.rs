@@ -8,6 +8,7 @@ mod handover_from_go_operator;
 mod helm_chart;
 mod image_pull;
 mod large_releases;
+mod move_workload;
 mod operator_image;
 mod real_providers;
 mod workload_cluster;
