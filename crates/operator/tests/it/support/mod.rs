@@ -50,7 +50,7 @@ pub fn apply(cluster: &TestCluster, yaml: &str) -> Result<String, Box<dyn std::e
         &file,
     ];
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    let applied = loop {
         match cluster.kubectl_ok(&args) {
             Err(e)
                 if e.to_string().contains("ensure CRDs are installed first")
@@ -58,9 +58,14 @@ pub fn apply(cluster: &TestCluster, yaml: &str) -> Result<String, Box<dyn std::e
             {
                 std::thread::sleep(std::time::Duration::from_millis(250));
             }
-            other => return Ok(other?),
+            other => break other,
         }
+    };
+    // Kept when the apply failed: the error names the file, to be read.
+    if applied.is_ok() {
+        let _ = std::fs::remove_file(&file);
     }
+    Ok(applied?)
 }
 
 /// This test binary's private cluster with the provider CRDs and cert-manager's CRDs (from the
