@@ -52,6 +52,17 @@ pub struct Ctx {
 #[derive(Default)]
 pub struct Written(std::sync::Mutex<BTreeMap<String, LastWrite>>);
 
+/// What the server holds of a provider's status, as far as this process knows.
+pub enum Known {
+    /// The cache's copy: it shows this process's last write, or nothing was written yet, or
+    /// someone else wrote since.
+    Cached,
+    /// This process's last write: the cache's copy is older than it (the cache lagging).
+    Wrote(ProviderStatus),
+    /// The last write failed (or the lock is poisoned): the server may hold anything.
+    Unknown,
+}
+
 /// How many statuses older than the last write are remembered per provider: copies a lagging
 /// cache can still hand a pass.
 const OLDER_KEPT: usize = 4;
@@ -68,19 +79,20 @@ struct LastWrite {
 
 impl Written {
     /// What the server holds of `key`'s status as far as this process knows, given the cache's
-    /// copy `cached`: its own last write when the copy is that write or older than it (the
-    /// cache lagging), else the copy (nothing written yet, or someone else wrote since).
-    /// `None` after a failed write, or a poisoned lock: the server may hold anything.
-    pub fn known(&self, key: &str, cached: &ProviderStatus) -> Option<ProviderStatus> {
-        let w = self.0.lock().ok()?;
-        let Some(last) = w.get(key) else {
-            return Some(cached.clone());
+    /// copy `cached` (see [`Known`]). Cloned only when the cache lags this process's last write.
+    pub fn known(&self, key: &str, cached: &ProviderStatus) -> Known {
+        let Ok(w) = self.0.lock() else {
+            return Known::Unknown;
         };
-        let wrote = last.wrote.as_ref()?;
-        if wrote == cached || last.older.contains(cached) {
-            Some(wrote.clone())
-        } else {
-            Some(cached.clone())
+        let Some(last) = w.get(key) else {
+            return Known::Cached;
+        };
+        match &last.wrote {
+            None => Known::Unknown,
+            Some(wrote) if wrote != cached && last.older.contains(cached) => {
+                Known::Wrote(wrote.clone())
+            }
+            Some(_) => Known::Cached,
         }
     }
 

@@ -19,7 +19,7 @@ use tracing::debug;
 
 use super::{
     apply::FIELD_MANAGER,
-    context::{Ctx, provider_key},
+    context::{Ctx, Known, provider_key},
     decide::{
         Error, Note,
         conditions::{self, Desired},
@@ -99,8 +99,12 @@ async fn publish_and_write<P: ProviderKind>(
     // From what the server holds, not from a cached copy older than this process's last write:
     // a lagging cache would have its transitions published and its status written twice.
     let known = ctx.written.known(&provider_key(s.p), old);
-    publish_transitions(s.obj, ctx, known.as_ref().unwrap_or(old), &status).await;
-    if known.as_ref() != Some(&status) {
+    let held = match &known {
+        Known::Wrote(wrote) => wrote,
+        Known::Cached | Known::Unknown => old,
+    };
+    publish_transitions(s.obj, ctx, held, &status).await;
+    if matches!(known, Known::Unknown) || &status != held {
         write_status(s, ctx, old, &status).await?;
     }
     Ok(())

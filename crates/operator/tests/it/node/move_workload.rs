@@ -90,6 +90,14 @@ async fn target_docker_provider(target: &TestCluster, tgt: &Client) -> TestResul
     Ok(())
 }
 
+/// The log of the docker provider's manager (its last `tail` lines, or all of it).
+fn capd_log(cluster: &TestCluster, tail: Option<u32>) -> Result<String, capi_test_support::Error> {
+    let tail = tail.map(|n| format!("--tail={n}"));
+    let mut args = vec!["logs", "-n", CAPD_NS, "deployment/capd-controller-manager"];
+    args.extend(tail.as_deref());
+    cluster.kubectl_ok(&args)
+}
+
 /// The target's in-memory provider refusing the moved workload, which names the source's
 /// address: its log line.
 fn target_refuses_the_source_address(
@@ -97,7 +105,7 @@ fn target_refuses_the_source_address(
     from: &str,
     to: &str,
 ) -> Result<String, Box<dyn std::error::Error>> {
-    let log = target.kubectl_ok(&["logs", "-n", CAPD_NS, "deployment/capd-controller-manager"])?;
+    let log = capd_log(target, None)?;
     let refusal = format!("the host address is changed from {from} to {to}");
     let line = log
         .lines()
@@ -153,7 +161,7 @@ async fn a_workload_real_controllers_run_moves_with_its_machines_to_the_target()
     wait_all_ready_at(&src, VERSION, VERSION)
         .await
         .map_err(|e| fail(&e, &src_operator, &src))?;
-    apply_workload(source, 1).await?;
+    apply(source, &workload_cluster(1))?;
     wait_cluster_up(&src, "v1beta2", 1, T)
         .await
         .map_err(|e| fail(&e, &src_operator, &src))?;
@@ -221,15 +229,7 @@ async fn a_workload_real_controllers_run_moves_with_its_machines_to_the_target()
     })
     .await
     .ok_or_else(|| {
-        let capd = target
-            .kubectl_ok(&[
-                "logs",
-                "-n",
-                CAPD_NS,
-                "deployment/capd-controller-manager",
-                "--tail=60",
-            ])
-            .unwrap_or_else(|e| e.to_string());
+        let capd = capd_log(target, Some(60)).unwrap_or_else(|e| e.to_string());
         format!(
             "{}\n--- the target's docker provider (tail) ---\n{capd}",
             describe_sync(&tgt)

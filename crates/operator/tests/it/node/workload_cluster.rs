@@ -265,7 +265,7 @@ async fn set_up(parts: &RealParts, assembled: &Path) -> Result<Setup, Box<dyn st
     wait_all_ready_at(&s.client, V1BETA1_LINE, V1BETA1_LINE)
         .await
         .map_err(|e| s.fail(e))?;
-    apply_workload(cluster, 1).await?;
+    apply(cluster, &workload_cluster(1))?;
     wait_cluster_up(&s.client, "v1beta1", 1, T)
         .await
         .map_err(|e| s.fail(e))?;

@@ -36,9 +36,13 @@ pub fn samples() -> std::path::PathBuf {
 
 /// Applies YAML text with kubectl (server-side, as a GitOps tool would).
 ///
-/// A kind whose CRD has just become Established can still be missing from the API server's
-/// discovery documents for a moment (they are rebuilt asynchronously), and kubectl then refuses
-/// the object; a GitOps tool retries, and so does this, for up to 30 s on that error only.
+/// Two refusals are only a moment of a cluster still starting, and a GitOps tool retries them,
+/// as this does for up to 30 s (on those errors only):
+/// - a kind whose CRD has just become Established can still be missing from the API server's
+///   discovery documents (they are rebuilt asynchronously);
+/// - a provider is Ready when its managers are, and cert-manager's CA injector may not have put
+///   the CA into its CRDs' conversion webhooks yet (`x509: certificate signed by unknown
+///   authority` on an object of an older API version).
 pub fn apply(cluster: &TestCluster, yaml: &str) -> Result<String, Box<dyn std::error::Error>> {
     let file = tempfile(yaml)?;
     let args = [
@@ -53,7 +57,12 @@ pub fn apply(cluster: &TestCluster, yaml: &str) -> Result<String, Box<dyn std::e
     let applied = loop {
         match cluster.kubectl_ok(&args) {
             Err(e)
-                if e.to_string().contains("ensure CRDs are installed first")
+                if [
+                    "ensure CRDs are installed first",
+                    "x509: certificate signed by unknown authority",
+                ]
+                .iter()
+                .any(|starting| e.to_string().contains(starting))
                     && std::time::Instant::now() < deadline =>
             {
                 std::thread::sleep(std::time::Duration::from_millis(250));

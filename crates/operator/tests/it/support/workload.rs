@@ -229,22 +229,6 @@ pub fn workload_cluster(workers: u32) -> String {
     .join("---\n")
 }
 
-/// Applies [`workload_cluster`] once the providers' webhooks answer. A provider is Ready when
-/// its managers are; cert-manager's CA injector may not have put the CA into the CRDs'
-/// conversion webhooks yet (`x509: certificate signed by unknown authority`), as an admin
-/// applying right after Ready can find. Retried for up to a minute, as that admin would.
-pub async fn apply_workload(cluster: &TestCluster, workers: u32) -> TestResult {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        match super::apply(cluster, &workload_cluster(workers)) {
-            Err(e) if e.to_string().contains("webhook") && std::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
-            other => return other.map(|_| ()),
-        }
-    }
-}
-
 /// An API of `group/version` `plural` in the workload namespace.
 pub fn api(client: &Client, group: &str, version: &str, kind: &str) -> Api<DynamicObject> {
     let plural = format!("{}s", kind.to_lowercase());
