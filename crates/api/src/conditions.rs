@@ -87,6 +87,9 @@ pub mod reason {
     pub const INVALID_PATCHES: &str = "InvalidPatches";
     /// The apiserver refused an object, or a kind the release needs is not served.
     pub const APPLY_FAILED: &str = "ApplyFailed";
+    /// The release holds an object of a kind the operator does not own (watch for drift,
+    /// prune, delete with the provider): nothing of it is applied.
+    pub const UNOWNED_KIND: &str = "UnownedKind";
     /// The release needs cert-manager's kinds (Certificate, Issuer) and the cluster does not
     /// serve them; retried as soon as cert-manager's CRDs appear.
     pub const CERT_MANAGER_NOT_INSTALLED: &str = "CertManagerNotInstalled";

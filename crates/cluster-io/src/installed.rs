@@ -12,8 +12,9 @@ use kube::{
 use serde_json::Value;
 
 /// Kinds watched for drift repair and pruning (`group`, `version`, `kind`), from the moment
-/// the cluster serves them. Objects of other kinds in a release are applied but neither pruned
-/// nor repaired.
+/// the cluster serves them. A release holding an object of another kind is refused before
+/// anything of it is applied ([`unowned_objects`]): applied, such an object could be neither
+/// repaired, nor pruned when a later version drops it, nor deleted with the provider.
 pub const OWNED_KINDS: &[(&str, &str, &str)] = &[
     ("", "v1", "Namespace"),
     ("", "v1", "ServiceAccount"),
@@ -40,9 +41,55 @@ pub const OWNED_KINDS: &[(&str, &str, &str)] = &[
     ),
     ("cert-manager.io", "v1", "Certificate"),
     ("cert-manager.io", "v1", "Issuer"),
+    ("cert-manager.io", "v1", "ClusterIssuer"),
+    // What provider releases ship beside their managers.
+    ("policy", "v1", "PodDisruptionBudget"),
+    ("networking.k8s.io", "v1", "NetworkPolicy"),
+    ("scheduling.k8s.io", "v1", "PriorityClass"),
+    ("batch", "v1", "Job"),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicy",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+    ),
+    ("monitoring.coreos.com", "v1", "ServiceMonitor"),
+    ("monitoring.coreos.com", "v1", "PodMonitor"),
     // clusterctl's inventory entries.
     ("clusterctl.cluster.x-k8s.io", "v1alpha3", "Provider"),
 ];
+
+/// The objects of `objects` whose kind is not among [`OWNED_KINDS`], as `Kind namespace/name`
+/// (or `Kind name`): what a release may not hold. The group, not the version, decides: a
+/// release may ship an older served version of an owned kind.
+pub fn unowned_objects(objects: &[Value]) -> Vec<String> {
+    objects
+        .iter()
+        .filter(|o| {
+            let kind = o.get("kind").and_then(Value::as_str).unwrap_or("");
+            let api_version = o.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+            let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            !OWNED_KINDS
+                .iter()
+                .any(|(g, _, k)| *g == group && *k == kind)
+        })
+        .map(|o| {
+            let kind = o.get("kind").and_then(Value::as_str).unwrap_or("?");
+            let name = o
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            match o.pointer("/metadata/namespace").and_then(Value::as_str) {
+                Some(ns) if !ns.is_empty() => format!("{kind} {ns}/{name}"),
+                _ => format!("{kind} {name}"),
+            }
+        })
+        .collect()
+}
 
 /// What this provider installed before but no longer renders. CRDs and namespaces are never
 /// pruned (deleting a CRD deletes every custom resource of it), and a paused provider whose
@@ -105,4 +152,23 @@ pub async fn installed_objects(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_kind_outside_the_owned_ones_is_named_and_owned_ones_pass() {
+        let objects = [
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "m", "namespace": "ns"}}),
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "p", "namespace": "ns"}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"}}),
+            json!({"apiVersion": "cert-manager.io/v1", "kind": "ClusterIssuer", "metadata": {"name": "ca"}}),
+            json!({"apiVersion": "apps.example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "ns"}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare"}}),
+        ];
+        assert_eq!(unowned_objects(&objects), ["Widget ns/w", "Pod bare"]);
+    }
 }

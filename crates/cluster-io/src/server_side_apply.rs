@@ -185,6 +185,27 @@ impl ServerSideApply {
     }
 }
 
+impl ServerSideApply {
+    /// Replaces the object `key` (of `desired`'s kind) with `body`, as this field manager. The
+    /// body's resourceVersion makes it conditional: a change made since fails with a conflict.
+    pub async fn replace(
+        &self,
+        key: &ObjKey,
+        desired: &Value,
+        body: &DynamicObject,
+    ) -> Result<DynamicObject, ApplyError> {
+        let r = self.resolve(&gvk_of(desired)).await?;
+        let params = kube::api::PostParams {
+            dry_run: false,
+            field_manager: Some(self.manager.clone()),
+        };
+        r.api(&self.client, Some(&key.namespace))
+            .replace(&key.name, &params, body)
+            .await
+            .map_err(|e| classify(key, e))
+    }
+}
+
 /// Deletes `key` (its dependents first) and waits up to a minute until it is gone.
 async fn recreate(api: &Api<DynamicObject>, key: &ObjKey) -> Result<(), ApplyError> {
     match api.delete(&key.name, &DeleteParams::foreground()).await {

@@ -21,6 +21,8 @@ use serde_json::Value;
 
 use capi_operator_api::APPLIED_HASH_LABEL;
 
+use super::decide::added_entries::{AddedEntry, added_entries, without_entries};
+
 /// Field manager of everything the operator applies.
 pub const FIELD_MANAGER: &str = capi_cluster_io::server_side_apply::OPERATOR_FIELD_MANAGER;
 
@@ -70,6 +72,9 @@ pub struct Live {
     /// someone removed leaves this set even when the removal left no entry of its own (a JSON
     /// patch `remove`): what a restarted operator checks the declared object against.
     pub ours_fields: Option<Value>,
+    /// The field sets (fieldsV1) of the other managers, status writers aside: what tells an
+    /// entry someone else added ([`added_entries`]).
+    pub others: Vec<(String, Value)>,
 }
 
 /// The manager the apiserver records, at the operator's first apply, for the fields an object
@@ -115,8 +120,22 @@ impl Live {
             writers,
             ours_last,
             ours_fields: own_fields(meta),
+            others: other_fields(meta),
         }
     }
+}
+
+/// The fieldsV1 of every manager but the operator, status writes left out.
+fn other_fields(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Vec<(String, Value)> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref() != Some("status"))
+        .filter(|m| m.manager.as_deref() != Some(FIELD_MANAGER))
+        .filter_map(|m| Some((m.manager.clone()?, m.fields_v1.as_ref()?.0.clone())))
+        .collect()
 }
 
 /// The fieldsV1 of the operator's own apply entry (not a status one), if there is one.
@@ -339,6 +358,11 @@ impl Applier {
                 {
                     return true;
                 }
+                // An entry someone added before this process started (perhaps before the
+                // operator removed such entries at all) left the operator's fields whole.
+                if !added_entries(&l.others, obj).is_empty() {
+                    return true;
+                }
                 // Trusted on its hash label (a restart): from now on the object is compared
                 // with what is live now, as if just applied, so a later change that leaves no
                 // managedFields entry (a JSON-patch `remove`) is still seen as drift.
@@ -482,7 +506,14 @@ impl Applier {
             .apply_recreating(&key, &with_hash(p.obj, &hash))
             .await?;
         tracing::debug!(object = %key, "applied");
-        let repaired = p.repaired(result.metadata.resource_version.as_deref());
+        let mut repaired = p.repaired(result.metadata.resource_version.as_deref());
+        let result = match self.remove_added(&key, p.obj, result).await? {
+            Removed::Nothing(result) => result,
+            Removed::Entries(result, removed) => {
+                repaired = Some(removed_note(&key, &removed));
+                result
+            }
+        };
         if let Some(rv) = result.metadata.resource_version
             && let Ok(mut a) = self.applied.lock()
         {
@@ -496,6 +527,35 @@ impl Applier {
             );
         }
         Ok(repaired)
+    }
+
+    /// Removes the list entries other field managers added to `live` (the object as the apply
+    /// answered it) that `desired` does not hold. A replace at the answered resourceVersion:
+    /// should the object change meanwhile, the conflict fails this pass and the next one
+    /// looks again.
+    async fn remove_added(
+        &self,
+        key: &ObjKey,
+        desired: &Value,
+        live: DynamicObject,
+    ) -> Result<Removed, ApplyError> {
+        let others = other_fields(&live.metadata);
+        let added = added_entries(&others, desired);
+        if added.is_empty() {
+            return Ok(Removed::Nothing(live));
+        }
+        let mut body = serde_json::to_value(&live).map_err(|e| invalid(key, e))?;
+        let Some(mut body) = without_entries(&body.take(), &added) else {
+            return Ok(Removed::Nothing(live));
+        };
+        // Left out, the apiserver keeps the recorded managers and drops the removed fields.
+        if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("managedFields");
+        }
+        let body: DynamicObject = serde_json::from_value(body).map_err(|e| invalid(key, e))?;
+        let replaced = self.io.replace(key, desired, &body).await?;
+        tracing::info!(object = %key, entries = ?added.iter().map(ToString::to_string).collect::<Vec<_>>(), "removed list entries added outside the operator");
+        Ok(Removed::Entries(replaced, added))
     }
 
     async fn wait_established(&self, name: &str) -> Result<(), ApplyError> {
@@ -527,6 +587,34 @@ impl Applier {
         }
         Ok(n)
     }
+}
+
+/// What [`Applier::remove_added`] did.
+enum Removed {
+    /// Nothing was added: the object as applied.
+    Nothing(DynamicObject),
+    /// The object after the entries were removed, and the entries.
+    Entries(DynamicObject, Vec<AddedEntry>),
+}
+
+/// The repair text of removed entries: the object, the field paths and who added them (names
+/// and keys only, never a value).
+fn removed_note(key: &ObjKey, removed: &[AddedEntry]) -> String {
+    let mut by: Vec<&str> = removed.iter().map(|e| e.manager.as_str()).collect();
+    by.sort_unstable();
+    by.dedup();
+    let paths: Vec<String> = removed.iter().map(ToString::to_string).collect();
+    format!(
+        "{key} (entries added by {}: {} removed)",
+        by.join(", "),
+        paths.join(", ")
+    )
+}
+
+fn invalid(key: &ObjKey, e: serde_json::Error) -> ApplyError {
+    ApplyError::Transient(kube::Error::Service(
+        format!("{key} as answered by the apiserver: {e}").into(),
+    ))
 }
 
 #[cfg(test)]

@@ -592,6 +592,16 @@ async fn render_phase<P>(
     // unpause a Deployment whose content changed meanwhile rolls, with its event.
     let rolled = stamp_config_hash(s.ctx, s.p, &mut objects, rotation::enabled(s.p) && !paused);
     finalize(&mut objects, s.p, pause);
+    let unowned = capi_cluster_io::installed::unowned_objects(&objects);
+    if !unowned.is_empty() {
+        let message = list_note(
+            "the release holds objects of kinds the operator cannot watch, prune or delete, so nothing of it is applied: ",
+            &unowned,
+            ", ",
+            " (the kinds it owns are listed in docs/operator.md)",
+        );
+        return end(problem(PROVIDER_INSTALLED, reason::UNOWNED_KIND, message));
+    }
     let entry = s
         .ctx
         .inventory

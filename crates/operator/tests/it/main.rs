@@ -6,6 +6,7 @@ mod cert_manager_missing;
 mod cluster_api_operator_api;
 mod clusterctl;
 mod deletion_policy;
+mod foreign_entries;
 mod gitops_health;
 mod go_operator_releases;
 mod hostile;

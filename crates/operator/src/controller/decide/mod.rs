@@ -6,6 +6,7 @@
 //! `install`, the reconciler, the reporter) sits above it and imports it; nothing here imports
 //! them back. The `architecture` test below keeps it so.
 
+pub mod added_entries;
 pub mod conditions;
 pub mod deletion;
 pub mod kstatus;
