@@ -18,6 +18,8 @@
 //! `127.0.0.1` on an ephemeral port), the asset host on `127.0.0.2` (a different host name for
 //! redirect allowlists; `localhost` where that address cannot be bound).
 
+pub mod tls;
+
 use std::{
     collections::BTreeMap,
     convert::Infallible,

@@ -126,7 +126,10 @@ pub struct Desired {
 }
 
 /// The provider Secret's variables, read as the operator reads them.
-async fn variables(cluster: &Cluster, p: &AnyProvider) -> anyhow::Result<BTreeMap<String, String>> {
+pub async fn variables(
+    cluster: &Cluster,
+    p: &AnyProvider,
+) -> anyhow::Result<BTreeMap<String, String>> {
     match provider_inputs::variables(&cluster.client, p)
         .await
         .context("reading the provider's variables Secret")?
@@ -164,7 +167,7 @@ pub async fn render(
     target: &Target,
 ) -> anyhow::Result<Desired> {
     let vars = variables(cluster, p).await?;
-    let located = locate_provider(&cluster.client, p, &target.source)?;
+    let located = locate_provider(&cluster.client, p, &target.source, &vars)?;
     let version = p.spec.version.as_deref().filter(|v| !v.is_empty());
     let release = located.fetch(version).await?;
     let extras = RenderExtras {

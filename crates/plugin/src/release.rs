@@ -120,6 +120,40 @@ fn env(k: &str) -> Option<String> {
     Some(v)
 }
 
+/// Whose settings a fetch may use: the caller's environment holds credentials (GITHUB_TOKEN,
+/// GITLAB_ACCESS_TOKEN, HTTP_*, OCI_*) meant for the hosts the caller names, not for whatever
+/// host a provider object in the cluster names — anyone who may write one provider object
+/// would otherwise draw an admin's or a CI job's token to a server of their choosing.
+pub enum Credentials<'a> {
+    /// The caller named the source (on the command line): its environment's credentials go
+    /// there.
+    Caller,
+    /// A provider object (or its default repository) names the source: only the provider's own
+    /// variables (its `spec.secretName` Secret) hold credentials for it. The caller's GITHUB_TOKEN
+    /// still goes to api.github.com or the `--github-api-url` host, as the operator's does.
+    Provider(&'a BTreeMap<String, String>),
+}
+
+impl Credentials<'_> {
+    /// The variable `k` a source may read. A CA bundle is trust, not a credential: the caller's
+    /// applies everywhere when the provider names none.
+    fn lookup(&self, k: &str) -> Option<String> {
+        match self {
+            Credentials::Caller => env(k),
+            Credentials::Provider(vars) => {
+                vars.get(k).filter(|v| !v.is_empty()).cloned().or_else(|| {
+                    (k == capi_release_sources::fetch_config::HTTP_CA_BUNDLE).then(|| env(k))?
+                })
+            }
+        }
+    }
+}
+
+/// The caller's own GitHub token, for the API hosts the caller vouches for.
+fn caller_github_token() -> Option<String> {
+    env(capi_release_sources::fetch_config::GITHUB_TOKEN)
+}
+
 /// What a provider object's fetchConfig says, as an [`Origin`].
 fn origin_of(fetch: Option<&FetchConfiguration>) -> Origin {
     match fetch {
@@ -133,22 +167,26 @@ fn origin_of(fetch: Option<&FetchConfiguration>) -> Origin {
 }
 
 /// The source `fetch` names for `provider` (`None`: its default repository), chosen by the
-/// mapping the operator uses, with the plugin's settings: tokens and registry credentials from
-/// the environment, `--github-api-url`, and plain-http URLs accepted (local servers). ConfigMaps
-/// are read through `client`; without one, a selector is refused.
+/// mapping the operator uses, with the plugin's settings: credentials as `credentials` allows,
+/// `--github-api-url`, and plain-http URLs accepted (local servers). ConfigMaps are read
+/// through `client`; without one, a selector is refused.
 fn from_fetch_config(
     client: Option<&Client>,
     provider: ProviderRef<'_>,
     fetch: Option<&FetchConfiguration>,
     flags: &SourceFlags,
+    credentials: &Credentials<'_>,
 ) -> anyhow::Result<Located> {
+    let github_token = caller_github_token();
     let chosen = source_for_provider(
         provider,
         fetch,
-        env,
+        |k| credentials.lookup(k),
         &SourceSettings {
             github_api_url: flags.github_api_url.as_deref(),
-            github_token: None,
+            // Sent only where the caller vouches for it (api.github.com, --github-api-url),
+            // and only when the provider's own variables hold no token.
+            github_token: github_token.as_deref(),
             github_token_hosts: &[],
             allow_http_urls: true,
         },
@@ -225,7 +263,13 @@ pub fn locate_source(
     } else {
         return local_source(t, name, PathBuf::from(source));
     };
-    from_fetch_config(None, unplaced(t, name), Some(&fetch), flags)
+    from_fetch_config(
+        None,
+        unplaced(t, name),
+        Some(&fetch),
+        flags,
+        &Credentials::Caller,
+    )
 }
 
 /// The source of a provider named on the command line: its own, else `--repository`, else
@@ -235,7 +279,13 @@ pub fn locate_arg(arg: &ProviderArg, flags: &SourceFlags) -> anyhow::Result<Loca
     match (&arg.source, &flags.repository) {
         (Some(s), _) => locate_source(t, name, s, flags),
         (None, Some(dir)) => local_source(t, name, dir.clone()),
-        (None, None) => from_fetch_config(None, unplaced(t, name), None, flags),
+        (None, None) => from_fetch_config(
+            None,
+            unplaced(t, name),
+            None,
+            flags,
+            &Credentials::Provider(&BTreeMap::new()),
+        ),
     }
 }
 
@@ -261,15 +311,18 @@ pub fn locate_configmaps(
         },
         Some(&selector_only),
         &SourceFlags::default(),
+        &Credentials::Provider(&BTreeMap::new()),
     )
 }
 
 /// The source a provider object in the cluster reads (its fetchConfig), unless
-/// `--repository` overrides it.
+/// `--repository` overrides it. `variables` are the provider's own (its `spec.secretName` Secret):
+/// the only credentials sent to a host its fetchConfig names.
 pub fn locate_provider(
     client: &Client,
     p: &AnyProvider,
     flags: &SourceFlags,
+    variables: &BTreeMap<String, String>,
 ) -> anyhow::Result<Located> {
     let (t, name) = (p.provider_type, p.name());
     if let Some(dir) = &flags.repository {
@@ -284,6 +337,7 @@ pub fn locate_provider(
         },
         p.spec.fetch_config.as_ref(),
         flags,
+        &Credentials::Provider(variables),
     )
 }
 

@@ -153,7 +153,12 @@ async fn plan_one(
     current: &str,
     flags: &SourceFlags,
 ) -> anyhow::Result<ProviderPlan> {
-    let located = release::locate_provider(&cluster.client, p, flags)?;
+    // The provider's own credentials; a Secret that cannot be read leaves none, and a source
+    // that needs them then says so in its refusal.
+    let vars = crate::desired::variables(cluster, p)
+        .await
+        .unwrap_or_default();
+    let located = release::locate_provider(&cluster.client, p, flags, &vars)?;
     let tags = located
         .source
         .list_versions()

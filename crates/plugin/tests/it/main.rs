@@ -2,6 +2,7 @@
 //! tests in docs/development.md for the names and how to select them).
 
 mod cli;
+mod credentials;
 mod e2e_cert_manager;
 mod e2e_diff;
 mod e2e_migrate;

@@ -6,23 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::{path::Path, process::Command, sync::Arc};
-
-use capi_fake_remotes::{FakeServer, ReleaseTree};
+use capi_fake_remotes::{FakeServer, ReleaseTree, tls::TlsFront};
 use capi_operator_api::{FetchConfiguration, ProviderType};
 use capi_release_sources::{
     SourceError,
     configmap::{ConfigMapData, ConfigMapReader},
     fetch_config::{ProviderRef, SourceSettings, source_for_provider},
     fetch_release,
-};
-use tokio::net::TcpListener;
-use tokio_rustls::{
-    TlsAcceptor,
-    rustls::{
-        ServerConfig,
-        pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
-    },
 };
 
 const GLOBAL: &str = "ghp_operator_wide_token";
@@ -36,134 +26,16 @@ impl ConfigMapReader for NoConfigMaps {
     }
 }
 
-fn openssl(args: &[&str], dir: &Path) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl");
-    assert!(out.status.success(), "{args:?}: {out:?}");
-}
-
-/// A private CA (PEM) and a certificate for 127.0.0.1 it signed, with its key, in `dir`.
-fn certificates(dir: &Path) -> String {
-    openssl(
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-subj",
-            "/CN=token-hosts-ca",
-        ],
-        dir,
-    );
-    openssl(
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "tls.key",
-            "-out",
-            "tls.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-        dir,
-    );
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    openssl(
-        &[
-            "x509",
-            "-req",
-            "-days",
-            "2",
-            "-set_serial",
-            "2",
-            "-in",
-            "tls.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-extfile",
-            "ext.cnf",
-            "-out",
-            "tls.crt",
-        ],
-        dir,
-    );
-    std::fs::read_to_string(dir.join("ca.crt")).unwrap()
-}
-
-/// Terminates TLS on an ephemeral 127.0.0.1 port and passes the bytes on to `backend`
-/// (`host:port`), the plain-HTTP fake GitHub, which records each request. Returns the port.
-async fn tls_front(dir: &Path, backend: String) -> u16 {
-    let certs = CertificateDer::pem_file_iter(dir.join("tls.crt"))
-        .unwrap()
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_file(dir.join("tls.key")).unwrap();
-    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-    let config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .unwrap();
-    let acceptor = TlsAcceptor::from(Arc::new(config));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let (acceptor, backend) = (acceptor.clone(), backend.clone());
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                if let Ok(mut plain) = tokio::net::TcpStream::connect(&backend).await {
-                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
-                }
-            });
-        }
-    });
-    port
-}
-
 /// A GitHub-shaped server on https://127.0.0.1:PORT holding acme/widget v0.1.0.
 struct Enterprise {
     fake: FakeServer,
     port: u16,
     ca: String,
+    _front: TlsFront,
     _tree: ReleaseTree,
-    _dir: tempdir::Dir,
 }
 
-mod tempdir {
-    /// A directory removed when dropped.
-    pub struct Dir(pub std::path::PathBuf);
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-async fn enterprise(label: &str) -> Enterprise {
+async fn enterprise() -> Enterprise {
     let tree = ReleaseTree::new().unwrap();
     let meta = "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3\nkind: Metadata\nreleaseSeries:\n- major: 0\n  minor: 1\n  contract: v1beta1\n";
     tree.add("w", "v0.1.0", "metadata.yaml", meta).unwrap();
@@ -177,17 +49,15 @@ async fn enterprise(label: &str) -> Enterprise {
     let fake = FakeServer::start(tree.path(), &[("acme/widget", &["w"])])
         .await
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("token-hosts-{label}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ca = certificates(&dir);
-    let backend = fake.url().trim_start_matches("http://").to_string();
-    let port = tls_front(&dir, backend).await;
+    let front = TlsFront::start(fake.url().trim_start_matches("http://"))
+        .await
+        .unwrap();
     Enterprise {
         fake,
-        port,
-        ca,
+        port: front.port(),
+        ca: front.ca().to_string(),
+        _front: front,
         _tree: tree,
-        _dir: tempdir::Dir(dir),
     }
 }
 
@@ -239,14 +109,14 @@ async fn fetch_from(e: &Enterprise, own: Option<&str>, hosts: &[String]) -> Vec<
 
 #[tokio::test]
 async fn the_operators_token_goes_to_no_host_a_provider_names() {
-    let e = enterprise("unnamed").await;
+    let e = enterprise().await;
     let seen = fetch_from(&e, None, &[]).await;
     assert!(seen.iter().all(Option::is_none), "{seen:?}");
 }
 
 #[tokio::test]
 async fn the_operators_token_goes_to_hosts_the_operator_names() {
-    let e = enterprise("named").await;
+    let e = enterprise().await;
     let hosts = vec![format!("127.0.0.1:{}", e.port)];
     let seen = fetch_from(&e, None, &hosts).await;
     let want = Some(format!("Bearer {GLOBAL}"));
@@ -255,8 +125,8 @@ async fn the_operators_token_goes_to_hosts_the_operator_names() {
 
 #[tokio::test]
 async fn a_providers_own_token_goes_to_its_host_only() {
-    let e = enterprise("own").await;
-    let other = enterprise("other").await;
+    let e = enterprise().await;
+    let other = enterprise().await;
     let seen = fetch_from(&e, Some(OWN), &[]).await;
     let want = Some(format!("Bearer {OWN}"));
     assert!(seen.iter().all(|a| *a == want), "{seen:?}");
