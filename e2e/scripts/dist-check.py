@@ -93,11 +93,15 @@ def check_archives(d: str, work: str) -> dict[str, tuple[str, str, str]]:
         if not m:
             raise Bad(f"{name}: not {BIN}-VERSION-OS-ARCH.tar.gz")
         with tarfile.open(path, "r:gz") as tar:
-            members = tar.getmembers()
-            if [x.name for x in members] != [BIN] or not members[0].isfile() or members[0].mode & 0o111 != 0o111:
-                raise Bad(f"{name}: holds {[(x.name, oct(x.mode)) for x in members]}, not one executable {BIN}")
+            members = {x.name: x for x in tar.getmembers()}
+            exe_member = members.get(BIN)
+            if sorted(members) != sorted([BIN, "LICENSE"]) or not exe_member.isfile() \
+                    or exe_member.mode & 0o111 != 0o111:
+                raise Bad(f"{name}: holds {[(x.name, oct(x.mode)) for x in members.values()]}, "
+                          f"not one executable {BIN} and LICENSE")
             out = os.path.join(work, m["os"], m["arch"])
             tar.extractall(out, filter="data")
+        check_license(os.path.join(out, "LICENSE"), name)
         exe = os.path.join(out, BIN)
         with open(exe, "rb") as f:
             os_, machine = binary_platform(f.read(64))
@@ -112,6 +116,16 @@ def check_archives(d: str, work: str) -> dict[str, tuple[str, str, str]]:
     if host_platform() not in {f"{o}/{a}" for o, a, _ in found.values()}:
         raise Bad(f"no archive for this machine ({host_platform()}) to run")
     return found
+
+
+def check_license(path: str, where: str) -> None:
+    """The file at `path` is the repository's LICENSE (Apache-2.0)."""
+    with open(os.path.join(ROOT, "LICENSE"), "rb") as f:
+        want = f.read()
+    with open(path, "rb") as f:
+        have = f.read()
+    if have != want or b"Apache License" not in have:
+        raise Bad(f"{where}: its LICENSE is not the repository's Apache-2.0 licence")
 
 
 def run(exe: str, version: str) -> None:
@@ -180,6 +194,12 @@ def check_chart(d: str, helm: str) -> None:
                        capture_output=True, text=True, timeout=120)
     if r.returncode != 0 or not re.search(r"^kind: Deployment$", r.stdout, re.M):
         raise Bad(f"helm template {os.path.basename(tgz)}: exit {r.returncode}: {r.stderr[-1000:]}")
+    with tarfile.open(tgz, "r:gz") as tar, tempfile.TemporaryDirectory() as out:
+        lic = [x for x in tar.getmembers() if x.name.endswith("/LICENSE") and x.name.count("/") == 1]
+        if len(lic) != 1:
+            raise Bad(f"{os.path.basename(tgz)}: no LICENSE at the chart's top")
+        tar.extractall(out, members=lic, filter="data")
+        check_license(os.path.join(out, lic[0].name), os.path.basename(tgz))
     index = open(os.path.join(d, "charts", "index.yaml")).read()
     version = re.search(r"-(\d[^/]*)\.tgz$", tgz).group(1)
     if f"digest: {sha256(tgz)}" not in index or not re.search(rf"^\s+version: {re.escape(version)}$", index, re.M):
@@ -274,18 +294,30 @@ def breakages(d: str):
         bom["components"] = [c for c in bom["components"] if c.get("name") != "kube-client"]
         json.dump(bom, open(p, "w"))
 
-    def repack_without_exec():
-        with tarfile.open(archive, "r:gz") as tar:
-            member = tar.getmembers()[0]
-            data = tar.extractfile(member).read()
-        member.mode = 0o644
-        with tarfile.open(archive, "w:gz") as tar:
-            tar.addfile(member, io.BytesIO(data))
+    def repack(change):
+        def go():
+            with tarfile.open(archive, "r:gz") as tar:
+                members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
+            with tarfile.open(archive, "w:gz") as tar:
+                for member, data in members:
+                    data = change(member, data)
+                    member.size = len(data)
+                    tar.addfile(member, io.BytesIO(data))
+        return go
+
+    def without_exec(member, data):
+        if member.name == BIN:
+            member.mode = 0o644
+        return data
+
+    def other_licence(member, data):
+        return b"MIT License\n" if member.name == "LICENSE" else data
 
     return [
         ("an archive changed after SHA256SUMS", flip_archive),
         ("an archive whose SHA-256 the krew manifest does not carry", resum(flip_archive)),
-        ("a binary that is not executable", resum(repack_without_exec)),
+        ("a binary that is not executable", resum(repack(without_exec))),
+        ("an archive with another licence", resum(repack(other_licence))),
         ("a krew manifest pointing at another file", resum(edit("capi-providers.yaml", r"\.tar\.gz", ".zip"))),
         ("a chart index with another digest", resum(edit("charts/index.yaml", r"digest: \w", "digest: x"))),
         ("an SBOM without kube-client", resum(drop_sbom_component)),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds what a release ships into DIST_DIR (default dist/, gitignored) — `make dist`:
-#   kubectl-capi_providers-<version>-<os>-<arch>.tar.gz   the plugin, one archive per platform
+#   kubectl-capi_providers-<version>-<os>-<arch>.tar.gz   the plugin and LICENSE, one archive per platform
 #   capi-providers.yaml                                  its krew manifest (written by the plugin itself)
 #   charts/capi-provider-operator-<version>.tgz          the Helm chart (helm package)
 #   charts/index.yaml                                    a Helm repository index of it (helm repo index)
@@ -81,13 +81,16 @@ build() {
   echo "$target_dir/$t/release/$BIN"
 }
 
-# A reproducible archive of one binary: fixed order, owner and time.
+# A reproducible archive of one binary and the licence it is shipped under: fixed order, owner
+# and time.
 archive() {
   local bin=$1 out=$2 stage
   stage=$(mktemp -d)
   cp "$bin" "$stage/$BIN"
   chmod 0755 "$stage/$BIN"
-  tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" -cf - "$BIN" \
+  cp "$root/LICENSE" "$stage/LICENSE"
+  chmod 0644 "$stage/LICENSE"
+  tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" -cf - LICENSE "$BIN" \
     | gzip -n >"$out"
   rm -rf "$stage"
 }
