@@ -302,8 +302,8 @@ async fn fetch<P: ProviderKind>(
 }
 
 /// The release from the cache when its entry has the digest the status records, else taken
-/// over from cluster-api-operator (before this operator recorded any release of the
-/// provider) or fetched; a fetched release is cached and its digest recorded.
+/// over from cluster-api-operator (for a provider handed over from it, see
+/// [`plan::handed_over`]) or fetched; a fetched release is cached and its digest recorded.
 async fn cached_fetch<P: ProviderKind>(
     s: &mut State<'_, P>,
     chosen: &Chosen,
@@ -342,7 +342,7 @@ async fn cached_fetch<P: ProviderKind>(
         }
         Lookup::Miss | Lookup::Unrecorded => {}
     }
-    if s.status.release_digests.is_empty()
+    if plan::handed_over(p, s.status, version)
         && let Some(r) = cache.take_over_go_release(p, version, key).await?
     {
         info!(provider = %provider_key(p), version, "release taken over from cluster-api-operator's ConfigMap; nothing fetched");
