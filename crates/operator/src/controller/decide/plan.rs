@@ -2,7 +2,7 @@
 //! a contract change needs every provider paused, when unpausing is refused, and what to prune.
 
 use capi_operator_api::{
-    AnyProvider, HANDED_OVER_VERSION_ANNOTATION, ProviderApi, ProviderStatus, conditions::PAUSED,
+    AnyProvider, HANDED_OVER_VERSION_ANNOTATION, ProviderStatus, conditions::PAUSED, v1alpha2,
 };
 
 use super::{conditions::Desired, reason};
@@ -99,15 +99,14 @@ pub fn handed_over(p: &AnyProvider, status: &ProviderStatus, version: &str) -> b
         // This operator recorded a release of it: what it took over or fetched is known.
         return false;
     }
-    match p.api {
-        ProviderApi::ClusterApiOperator => status.installed_version.as_deref() == Some(version),
-        ProviderApi::Management => p
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(HANDED_OVER_VERSION_ANNOTATION))
-            .is_some_and(|v| v == version),
+    if p.api.group() == v1alpha2::GROUP {
+        return status.installed_version.as_deref() == Some(version);
     }
+    p.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(HANDED_OVER_VERSION_ANNOTATION))
+        .is_some_and(|v| v == version)
 }
 
 /// What this provider installed before but no longer renders; shared with the plugin's `diff`.
@@ -116,7 +115,7 @@ pub use capi_cluster_io::installed::stale;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capi_operator_api::{ProviderSpec, ProviderType};
+    use capi_operator_api::{ProviderApi, ProviderSpec, ProviderType};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kube::api::{ApiResource, GroupVersionKind};
     use std::collections::BTreeSet;
