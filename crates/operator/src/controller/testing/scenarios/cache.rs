@@ -458,3 +458,73 @@ async fn the_release_resolved_as_latest_is_recorded_and_not_fetched_again() -> T
     assert_eq!(gh.requests().len(), fetched, "fetched again");
     Ok(())
 }
+
+#[tokio::test]
+async fn resolving_the_latest_release_fetches_within_a_share_of_the_memory_budget() -> TestResult {
+    const MIB: u64 = 1024 * 1024;
+    let (gh, _tree) = github(&["v1.0.0"]).await?;
+    let fake = FakeApi::new();
+    let mut ctx = Arc::into_inner(github_ctx(&fake, &gh)?).ok_or("ctx shared")?;
+    let budget = Arc::new(crate::controller::budget::Budget::new(64 * MIB));
+    ctx.opts.memory_budget = budget.clone();
+    let ctx = Arc::new(ctx);
+    // Other passes hold the whole budget: the fetch of the latest release must wait.
+    let held = budget.acquire(64 * MIB).await;
+    let mut unversioned = provider("", json!({}));
+    unversioned["spec"]
+        .as_object_mut()
+        .ok_or("spec")?
+        .remove("version");
+    let pass = tokio::spawn({
+        let (fake, ctx) = (fake.clone(), ctx.clone());
+        async move {
+            reconcile_in(&fake, &ctx, unversioned)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        gh.requests().len(),
+        0,
+        "the latest release was fetched outside the memory budget"
+    );
+    drop(held);
+    tokio::time::timeout(std::time::Duration::from_secs(10), pass).await???;
+    assert!(
+        !gh.requests().is_empty(),
+        "not fetched once the budget was free"
+    );
+    assert_eq!(budget.available(), 64 * MIB, "the share was not given back");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_release_costing_more_than_the_whole_budget_is_refused_not_rendered() -> TestResult {
+    const MIB: u64 = 1024 * 1024;
+    let (gh, _tree) = github(&["v1.0.0"]).await?;
+    let fake = FakeApi::new();
+    let mut ctx = Arc::into_inner(github_ctx(&fake, &gh)?).ok_or("ctx shared")?;
+    // Less than any release is charged (the allowances for substitution alone are more).
+    ctx.opts.memory_budget = Arc::new(crate::controller::budget::Budget::new(8 * MIB));
+    let ctx = Arc::new(ctx);
+    reconcile_in(&fake, &ctx, provider("v1.0.0", json!({}))).await?;
+    let status = applied_status(&fake)?;
+    let installed = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "ProviderInstalled"))
+        .ok_or("no ProviderInstalled condition")?;
+    assert_eq!(installed["status"], "False");
+    assert_eq!(installed["reason"], reason::RENDER_FAILED);
+    let message = installed["message"].as_str().unwrap_or_default();
+    assert!(message.contains("is not rendered"), "{message}");
+    assert!(
+        !fake
+            .writes()
+            .iter()
+            .any(|w| w.path.contains("sample-controller")),
+        "rendered and applied anyway"
+    );
+    Ok(())
+}
