@@ -42,9 +42,23 @@ spec:
 async fn go_release(
     client: &kube::Client,
     t: ProviderType,
-    (namespace, name, version): (&str, &str, &str),
+    provider: (&str, &str, &str),
     dir: &std::path::Path,
     components_file: &str,
+) -> TestResult {
+    let metadata = std::fs::read_to_string(dir.join("metadata.yaml"))?;
+    let components = std::fs::read_to_string(dir.join(components_file))?;
+    go_release_of(client, t, provider, &metadata, &components).await
+}
+
+/// Writes a ConfigMap of `metadata` and `components` named and labelled as
+/// cluster-api-operator's release of the provider.
+async fn go_release_of(
+    client: &kube::Client,
+    t: ProviderType,
+    (namespace, name, version): (&str, &str, &str),
+    metadata: &str,
+    components: &str,
 ) -> TestResult {
     let labels = v1alpha2::release_configmap_labels(t, name, version, false);
     let labels: Vec<(&str, &str)> = labels
@@ -57,8 +71,8 @@ async fn go_release(
         &v1alpha2::release_configmap_name(t, name, version),
         &labels,
         version,
-        &std::fs::read_to_string(dir.join("metadata.yaml"))?,
-        &std::fs::read_to_string(dir.join(components_file))?,
+        metadata,
+        components,
     )
     .await
 }
@@ -167,18 +181,11 @@ async fn a_planted_release_is_not_taken_over_for_a_provider_declared_fresh() -> 
     )
     .await?;
     cluster.ensure_namespace("capi-system")?;
-    let (t, version) = (ProviderType::Core, "v1.12.0");
-    let labels = v1alpha2::release_configmap_labels(t, "cluster-api", version, false);
-    let labels: Vec<(&str, &str)> = labels
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    release_configmap(
+    let version = "v1.12.0";
+    go_release_of(
         &client,
-        "capi-system",
-        &v1alpha2::release_configmap_name(t, "cluster-api", version),
-        &labels,
-        version,
+        ProviderType::Core,
+        ("capi-system", "cluster-api", version),
         &std::fs::read_to_string(providers.join("cluster-api/v1.12.0/metadata.yaml"))?,
         PWNED,
     )

@@ -459,15 +459,24 @@ async fn the_release_resolved_as_latest_is_recorded_and_not_fetched_again() -> T
     Ok(())
 }
 
+/// The scenarios' context, fetching from `gh`, with the release memory `budget`.
+fn budget_ctx(
+    fake: &Arc<FakeApi>,
+    gh: &FakeServer,
+    budget: Arc<crate::controller::budget::Budget>,
+) -> Result<Arc<Ctx>, &'static str> {
+    let mut ctx = Arc::into_inner(github_ctx(fake, gh)?).ok_or("ctx shared")?;
+    ctx.opts.memory_budget = budget;
+    Ok(Arc::new(ctx))
+}
+
 #[tokio::test]
 async fn resolving_the_latest_release_fetches_within_a_share_of_the_memory_budget() -> TestResult {
     const MIB: u64 = 1024 * 1024;
     let (gh, _tree) = github(&["v1.0.0"]).await?;
     let fake = FakeApi::new();
-    let mut ctx = Arc::into_inner(github_ctx(&fake, &gh)?).ok_or("ctx shared")?;
     let budget = Arc::new(crate::controller::budget::Budget::new(64 * MIB));
-    ctx.opts.memory_budget = budget.clone();
-    let ctx = Arc::new(ctx);
+    let ctx = budget_ctx(&fake, &gh, budget.clone())?;
     // Other passes hold the whole budget: the fetch of the latest release must wait.
     let held = budget.acquire(64 * MIB).await;
     let mut unversioned = provider("", json!({}));
@@ -505,10 +514,9 @@ async fn a_release_costing_more_than_the_whole_budget_is_refused_not_rendered() 
     const MIB: u64 = 1024 * 1024;
     let (gh, _tree) = github(&["v1.0.0"]).await?;
     let fake = FakeApi::new();
-    let mut ctx = Arc::into_inner(github_ctx(&fake, &gh)?).ok_or("ctx shared")?;
     // Less than any release is charged (the allowances for substitution alone are more).
-    ctx.opts.memory_budget = Arc::new(crate::controller::budget::Budget::new(8 * MIB));
-    let ctx = Arc::new(ctx);
+    let budget = Arc::new(crate::controller::budget::Budget::new(8 * MIB));
+    let ctx = budget_ctx(&fake, &gh, budget)?;
     reconcile_in(&fake, &ctx, provider("v1.0.0", json!({}))).await?;
     let status = applied_status(&fake)?;
     let installed = status["conditions"]
