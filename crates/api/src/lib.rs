@@ -52,6 +52,11 @@ pub const CONFIG_HASH_BASELINE_LABEL: &str = "management.cluster.x-k8s.io/config
 /// rendered Secrets and ConfigMaps they read change (on by default).
 pub const ROLLOUT_ON_CONFIG_CHANGE_ANNOTATION: &str =
     "management.cluster.x-k8s.io/rollout-on-config-change";
+/// Annotation `migrate --from cluster-api-operator --convert` sets on the provider object it
+/// writes in this operator's API: the version cluster-api-operator had installed. Only a
+/// provider handed over this way (or a v1alpha2 object that operator installed) may take that
+/// operator's release ConfigMap over instead of fetching; one declared fresh never does.
+pub const HANDED_OVER_VERSION_ANNOTATION: &str = "management.cluster.x-k8s.io/handed-over-version";
 /// Label naming the kind of the provider that installed an object.
 pub const OWNER_KIND_LABEL: &str = "management.cluster.x-k8s.io/owner-kind";
 /// Label naming the provider that installed an object.

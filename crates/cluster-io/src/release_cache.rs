@@ -195,7 +195,8 @@ impl ReleaseCache {
     /// longer depends on the other operator's objects (its owner reference pointed at them).
     ///
     /// Its content cannot be checked, so it is trusted only where a handover is what it
-    /// looks like; the caller takes over only for a provider this operator has recorded no
+    /// looks like; the caller takes over only for a provider handed over from that operator
+    /// (one it installed, or one `migrate --convert` wrote) that this operator has recorded no
     /// release digest for yet, and here the ConfigMap must be older than the provider object
     /// (creation times are the apiserver's): a ConfigMap planted after the provider existed is
     /// ignored and the release fetched. Anyone who could write ConfigMaps in the namespace

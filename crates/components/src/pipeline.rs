@@ -50,19 +50,84 @@ pub enum PipelineError {
     InvalidObject(String),
 }
 
+/// How much rendering a text may build, checked while it is built: the substitution's text
+/// (per value and in all) and the parsed nodes. The operator sets them from the memory its
+/// render holds, so a release that would build more fails instead of taking the memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RenderLimits {
+    /// What substitution may add to the text.
+    pub substitution: capi_envsubst::Limits,
+    /// Nodes the parsed text may have, in all its documents.
+    pub max_nodes: usize,
+}
+
+impl Default for RenderLimits {
+    /// The substitution's and the YAML parser's own limits.
+    fn default() -> RenderLimits {
+        RenderLimits {
+            substitution: capi_envsubst::Limits::default(),
+            max_nodes: capi_yaml::Limits::default().max_nodes,
+        }
+    }
+}
+
 /// Substitutes variables in the raw components text, clusterctl's way.
 pub fn substitute(
     raw: &str,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<String, PipelineError> {
-    Ok(capi_envsubst::process(raw, lookup)?)
+    substitute_within(raw, lookup, &RenderLimits::default())
+}
+
+/// [`substitute`] within `limits`.
+pub fn substitute_within(
+    raw: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+    limits: &RenderLimits,
+) -> Result<String, PipelineError> {
+    Ok(capi_envsubst::process_with(
+        raw,
+        lookup,
+        &limits.substitution,
+    )?)
+}
+
+/// The nodes parsing the raw components text will build, its `${...}` expressions counted as
+/// the one scalar each becomes when substituted; `None` when it is not YAML that way.
+pub fn count_nodes(raw: &str) -> Option<u64> {
+    let ranges = capi_envsubst::expression_ranges(raw).ok()?;
+    if ranges.is_empty() {
+        return capi_yaml::count_nodes(raw);
+    }
+    // Braces are flow indicators: each expression is replaced by a plain word to be read.
+    let mut plain = String::with_capacity(raw.len());
+    let mut at = 0;
+    for r in ranges {
+        plain.push_str(raw.get(at..r.start)?);
+        plain.push('x');
+        at = r.end;
+    }
+    plain.push_str(raw.get(at..)?);
+    capi_yaml::count_nodes(&plain)
 }
 
 /// Parses the substituted text into objects; empty documents are skipped, and every document
 /// must be an object with apiVersion and kind.
 pub fn parse_objects(text: &str) -> Result<Vec<Value>, PipelineError> {
-    let docs = capi_yaml::parse_documents(text, &capi_yaml::Limits::default())
-        .map_err(|e| PipelineError::Yaml(e.to_string()))?;
+    parse_objects_within(text, &RenderLimits::default())
+}
+
+/// [`parse_objects`] building at most `limits.max_nodes` nodes.
+pub fn parse_objects_within(
+    text: &str,
+    limits: &RenderLimits,
+) -> Result<Vec<Value>, PipelineError> {
+    let yaml = capi_yaml::Limits {
+        max_nodes: limits.max_nodes,
+        ..capi_yaml::Limits::default()
+    };
+    let docs =
+        capi_yaml::parse_documents(text, &yaml).map_err(|e| PipelineError::Yaml(e.to_string()))?;
     for (i, d) in docs.iter().enumerate() {
         let ok = d.is_object()
             && d.get("apiVersion").is_some_and(Value::is_string)
@@ -339,6 +404,22 @@ spec: {dnsNames: [s.old-system.svc, s.old-system.svc.cluster.local]}
             assert_eq!(o["metadata"]["labels"][PROVIDER_LABEL], "infrastructure-x");
         }
         Ok(())
+    }
+
+    #[test]
+    fn nodes_are_counted_with_expressions_as_scalars_and_the_parse_held_to_its_limit() {
+        // In a flow list the braces of `${A}` would be indicators: counted as one word.
+        let raw = "kind: X\napiVersion: v1\nargs: [--a=${A}, ${B:=x}]\n";
+        assert_eq!(count_nodes(raw), Some(1 + 2 * 3 + 2));
+        let limits = RenderLimits {
+            max_nodes: 5,
+            ..RenderLimits::default()
+        };
+        assert!(matches!(
+            parse_objects_within("kind: X\napiVersion: v1\nitems: [1, 2, 3]\n", &limits),
+            Err(PipelineError::Yaml(_))
+        ));
+        assert!(parse_objects_within("kind: X\napiVersion: v1\n", &limits).is_ok());
     }
 
     #[test]

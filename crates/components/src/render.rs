@@ -41,6 +41,8 @@ pub struct RenderExtras {
     /// The operator-wide image mirror: applied before the provider's own image overrides, which
     /// win, to the release's and the additional manifests' workloads.
     pub mirror: crate::mirror::ImageMirror,
+    /// How much substituting and parsing the release (and the additional manifests) may build.
+    pub limits: pipeline::RenderLimits,
 }
 
 impl RenderError {
@@ -105,8 +107,9 @@ pub fn render_with(
     let patches = patch::SpecPatches::parse(&spec.patches, &spec.manifest_patches)?;
     let metadata = Metadata::parse(&release.metadata)?;
     let contract = metadata.contract_for(&release.version)?.to_string();
-    let text = pipeline::substitute(&release.components, &lookup)?;
-    let mut objects = pipeline::parse_objects(&text)?;
+    let text = pipeline::substitute_within(&release.components, &lookup, &extra.limits)?;
+    let mut objects = pipeline::parse_objects_within(&text, &extra.limits)?;
+    drop(text);
     // The provider object's namespace is the target, as the operator installs each provider
     // where its object lives; the release's own namespace is used when the object has none.
     let own = pipeline::inspect_target_namespace(&objects)?;
@@ -122,7 +125,7 @@ pub fn render_with(
     extra.mirror.rewrite_images(&mut objects, &label);
     let managers = customize_deployments(&mut objects, &spec, &release.version)?;
     if let Some(text) = extra.additional_manifests.as_deref() {
-        let mut more = additional_objects(text, &lookup, &target, &objects)?;
+        let mut more = additional_objects(text, &lookup, &target, &objects, &extra.limits)?;
         tracing::debug!(count = more.len(), "adding additional manifests");
         extra.mirror.rewrite_images(&mut more, &label);
         objects.extend(more);
@@ -186,10 +189,11 @@ fn additional_objects(
     lookup: impl Fn(&str) -> Option<String>,
     target: &str,
     rendered: &[Value],
+    limits: &pipeline::RenderLimits,
 ) -> Result<Vec<Value>, RenderError> {
     let fail = |e: pipeline::PipelineError| RenderError::AdditionalManifests(e.to_string());
-    let text = pipeline::substitute(text, lookup).map_err(fail)?;
-    let mut objects = pipeline::parse_objects(&text).map_err(fail)?;
+    let text = pipeline::substitute_within(text, lookup, limits).map_err(fail)?;
+    let mut objects = pipeline::parse_objects_within(&text, limits).map_err(fail)?;
     let mut seen = patch::identities(rendered);
     for (i, o) in objects.iter_mut().enumerate() {
         let name = o.pointer("/metadata/name").and_then(Value::as_str);
@@ -403,6 +407,7 @@ metadata: {name: sample-manager, namespace: sample-system}
         let extra = RenderExtras {
             mirror,
             additional_manifests: Some("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\nspec: {template: {spec: {containers: [{name: a, image: r.io/agent:v1}]}}}\n".into()),
+            ..RenderExtras::default()
         };
         let image = |r: &Rendered, kind: &str, name: &str| {
             find(r, kind, name)

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::Error;
+use crate::eval::Limits;
 use crate::legacy;
 use crate::parse::{Node, Template, parse};
 
@@ -64,6 +65,21 @@ pub fn variables(input: &str) -> Result<Vec<Variable>, Error> {
 /// [`Error::MissingVariables`] naming every unset variable without a default (sorted), any error of
 /// [`crate::parse`] (offsets refer to `input`), and the evaluation limits of [`Template::eval`].
 pub fn process(input: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, Error> {
+    process_with(input, lookup, &Limits::default())
+}
+
+/// [`process`] within `limits`: the expansion is checked while it is built, so a template that would
+/// expand beyond them fails ([`Error::OutputTooLarge`], [`Error::ValueTooLarge`]) having produced at
+/// most that much text.
+///
+/// # Errors
+///
+/// Those of [`process`].
+pub fn process_with(
+    input: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+    limits: &Limits,
+) -> Result<String, Error> {
     let template = parse_converted(input)?;
     let missing: Vec<String> = variable_map(&template)
         .into_iter()
@@ -73,7 +89,7 @@ pub fn process(input: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<S
     if !missing.is_empty() {
         return Err(Error::MissingVariables(missing));
     }
-    template.eval(lookup)
+    template.eval_with(lookup, limits)
 }
 
 fn parse_converted(input: &str) -> Result<Template, Error> {

@@ -33,6 +33,13 @@ pub enum Error {
         limit: usize,
     },
 
+    /// One expression would produce more text than allowed ([`crate::Limits::max_value`]).
+    #[error("a substituted value exceeds {limit} bytes")]
+    ValueTooLarge {
+        /// The limit per value in bytes.
+        limit: usize,
+    },
+
     /// Glob matching for `#`, `##`, `%` or `%%` needs more steps than allowed.
     #[error("pattern matching in substitution exceeds {limit} steps")]
     PatternTooComplex {

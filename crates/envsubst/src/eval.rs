@@ -4,24 +4,49 @@ use crate::error::Error;
 use crate::glob::{self, Fuel, GlobError};
 use crate::parse::{Func, Node, Op};
 
-/// Text that expressions may add on top of the template's own length. Real values are at most a few hundred
-/// KiB; the cap only stops nested replacements from growing the output exponentially.
+/// Text that expressions may add on top of the template's own length by default. Real values are at most a
+/// few hundred KiB; the cap only stops nested replacements from growing the output exponentially.
 const MAX_EXPANSION_BYTES: usize = 64 << 20;
 
 /// Glob steps per evaluation. `#`/`%` try the pattern against every prefix of the value, so cost grows with
 /// value length times pattern complexity; a few million steps cover any sensible use.
 const MAX_GLOB_STEPS: u64 = 50_000_000;
 
+/// How much text an evaluation may produce, checked while expanding (before each piece is built), so a
+/// hostile template fails with a typed error instead of taking the memory first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes the whole evaluation may produce on top of the template's own length: the output plus every
+    /// intermediate argument value ([`Error::OutputTooLarge`]).
+    pub max_expansion: usize,
+    /// Bytes one expression may produce ([`Error::ValueTooLarge`]).
+    pub max_value: usize,
+}
+
+impl Default for Limits {
+    /// 64 MiB plus the template's length again (for intermediate copies); no separate cap per value.
+    fn default() -> Limits {
+        Limits {
+            max_expansion: MAX_EXPANSION_BYTES,
+            max_value: usize::MAX,
+        }
+    }
+}
+
 pub(crate) fn eval_template(
     nodes: &[Node],
     source_len: usize,
     lookup: &dyn Fn(&str) -> Option<String>,
+    limits: &Limits,
 ) -> Result<String, Error> {
-    let limit = MAX_EXPANSION_BYTES.saturating_add(source_len.saturating_mul(2));
+    let limit = limits
+        .max_expansion
+        .saturating_add(source_len.saturating_mul(2));
     let mut ctx = Ctx {
         lookup,
         limit,
         remaining: limit,
+        max_value: limits.max_value,
         fuel: Fuel(MAX_GLOB_STEPS),
     };
     let mut out = String::with_capacity(source_len.saturating_add(source_len / 16));
@@ -34,15 +59,35 @@ struct Ctx<'l> {
     limit: usize,
     /// Bytes that may still be produced, counting intermediate argument values too.
     remaining: usize,
+    /// Bytes one expression may produce.
+    max_value: usize,
     fuel: Fuel,
 }
 
 impl Ctx<'_> {
+    /// Refuses an expression's value of `bytes` before it is built: beyond one expression's cap or
+    /// what is left.
+    fn ensure_value(&self, bytes: usize) -> Result<(), Error> {
+        if bytes > self.max_value {
+            return Err(Error::ValueTooLarge {
+                limit: self.max_value,
+            });
+        }
+        self.ensure(bytes)
+    }
+
+    /// Refuses text of `bytes` beyond what is left.
     fn ensure(&self, bytes: usize) -> Result<(), Error> {
         if bytes > self.remaining {
             return Err(Error::OutputTooLarge { limit: self.limit });
         }
         Ok(())
+    }
+
+    /// Appends an expression's value.
+    fn push_value(&mut self, out: &mut String, s: &str) -> Result<(), Error> {
+        self.ensure_value(s.len())?;
+        self.push(out, s)
     }
 
     fn push(&mut self, out: &mut String, s: &str) -> Result<(), Error> {
@@ -81,7 +126,7 @@ impl Ctx<'_> {
             if value.is_empty() && !func.args().is_empty() {
                 return self.nodes(func.args(), out);
             }
-            return self.push(out, &value);
+            return self.push_value(out, &value);
         }
         let args = self.arg_values(func.args())?;
         let arg = |i: usize| args.get(i).map(String::as_str);
@@ -124,7 +169,7 @@ impl Ctx<'_> {
             // `^,`, `,^` and `${v}` have no function in drone, which falls back to toDefault without args.
             _ => value,
         };
-        self.push(out, &result)
+        self.push_value(out, &result)
     }
 
     /// Go's `strings.Replace(s, pattern, replacement, max)`, refusing results beyond the output budget.
@@ -144,7 +189,7 @@ impl Ctx<'_> {
         .min(max);
         let grown = count.saturating_mul(replacement.len());
         let shrunk = count.saturating_mul(pattern.len());
-        self.ensure(s.len().saturating_sub(shrunk).saturating_add(grown))?;
+        self.ensure_value(s.len().saturating_sub(shrunk).saturating_add(grown))?;
         Ok(s.replacen(pattern, replacement, count))
     }
 

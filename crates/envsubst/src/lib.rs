@@ -59,8 +59,9 @@ mod ident_table;
 mod legacy;
 mod parse;
 
-pub use clusterctl::{Variable, process, variables};
+pub use clusterctl::{Variable, process, process_with, variables};
 pub use error::{Error, ParseErrorKind};
+pub use eval::Limits;
 pub use legacy::convert_legacy_vars;
 pub use parse::{Func, Node, Op, Template, expression_ranges, parse};
 

@@ -162,7 +162,21 @@ impl Template {
     /// 64 MiB plus twice the template length, and [`Error::PatternTooComplex`] when glob matching for
     /// `#`/`%` operations exceeds its step budget. Neither happens for realistic templates.
     pub fn eval(&self, lookup: impl Fn(&str) -> Option<String>) -> Result<String, Error> {
-        eval::eval_template(&self.nodes, self.source_len, &lookup)
+        self.eval_with(lookup, &eval::Limits::default())
+    }
+
+    /// [`Template::eval`] within `limits` (on top of the template's length, twice, as there).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Template::eval`], with [`Error::OutputTooLarge`] at `limits.max_expansion` and
+    /// [`Error::ValueTooLarge`] when one expression would produce more than `limits.max_value`.
+    pub fn eval_with(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+        limits: &eval::Limits,
+    ) -> Result<String, Error> {
+        eval::eval_template(&self.nodes, self.source_len, &lookup, limits)
     }
 }
 

@@ -118,6 +118,7 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<()> {
     let extras = RenderExtras {
         mirror: Default::default(),
         additional_manifests: additional,
+        limits: Default::default(),
     };
     let mut rendered = render_with(&provider, &release, |k| vars.get(k).cloned(), &extras)?;
     // Nothing is installed from render's point of view: a paused provider is shown as its

@@ -173,6 +173,7 @@ pub async fn render(
     let extras = RenderExtras {
         additional_manifests: additional(cluster, p).await?,
         mirror: target.mirror.mirror()?,
+        limits: Default::default(),
     };
     let rendered = render_with(p, &release, |k| vars.get(k).cloned(), &extras)
         .with_context(|| format!("rendering {} {}", describe(p), release.version))?;

@@ -17,7 +17,10 @@
 //! two parsers to the same results.
 
 mod block_parser;
+mod count;
 mod scalar;
+
+pub use count::count_nodes;
 
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;

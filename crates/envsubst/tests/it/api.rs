@@ -391,3 +391,48 @@ fn real_provider_components_if_present() -> Result<(), Box<dyn std::error::Error
     assert!(output.contains("MachinePool=false"));
     Ok(())
 }
+
+#[test]
+fn expansion_stops_at_the_limits_given() {
+    // Each level multiplies the value's length: 300 bytes of V give 300^3 = 27 MB.
+    let v = "a".repeat(300);
+    let vars = [("V", v.as_str())];
+    let lookup = with(&vars);
+    let template = "x: ${V//a/${V//a/${V}}}\n";
+    let limits = capi_envsubst::Limits {
+        max_expansion: 1 << 20,
+        max_value: usize::MAX,
+    };
+    assert_eq!(
+        capi_envsubst::process_with(template, &lookup, &limits),
+        Err(Error::OutputTooLarge {
+            limit: (1 << 20) + 2 * template.len()
+        })
+    );
+    let per_value = capi_envsubst::Limits {
+        max_expansion: usize::MAX / 4,
+        max_value: 64 << 10,
+    };
+    assert_eq!(
+        capi_envsubst::process_with(template, &lookup, &per_value),
+        Err(Error::ValueTooLarge { limit: 64 << 10 })
+    );
+}
+
+#[test]
+fn the_limit_per_value_leaves_the_template_text_alone() -> TestResult {
+    // The template's own text is not a value: a large release with small values passes.
+    let text = format!("{}: ${{V}}\n", "k".repeat(100_000));
+    let limits = capi_envsubst::Limits {
+        max_expansion: 1024,
+        max_value: 16,
+    };
+    let out = capi_envsubst::process_with(&text, with(&[("V", "short")]), &limits)?;
+    assert!(out.ends_with(": short\n"));
+    let long = "v".repeat(17);
+    assert_eq!(
+        capi_envsubst::process_with(&text, with(&[("V", &long)]), &limits),
+        Err(Error::ValueTooLarge { limit: 16 })
+    );
+    Ok(())
+}

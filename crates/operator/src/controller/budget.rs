@@ -10,11 +10,76 @@ use std::{collections::HashMap, sync::Arc, sync::Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Memory a release takes per byte of its text while it is rendered: the parsed objects, the
-/// finalized copies and the text itself. Measured: rendering the 16x release (23.3 MB) peaks
-/// 90 MiB above rendering nothing, about 4 bytes per byte (docs/performance.md); one more for
-/// the fetch's copies.
-pub const COST_PER_RELEASE_BYTE: u64 = 5;
+/// Memory a release takes per byte of its text while it is fetched and rendered: the fetched
+/// copies, the substituted text, the scalars' text in the parsed objects and the finalized
+/// copies. Measured with the node cost below (docs/performance.md, "The memory budget").
+pub const COST_PER_BYTE: u64 = 5;
+
+/// Memory a release takes per YAML node it parses to, on top of the bytes: the JSON value, its
+/// map or list slot and the copies of the objects the render makes. A node-dense text (a list
+/// of `- 0`, 4 bytes a node) costs far more per byte than a real release. Measured (see
+/// [`COST_PER_BYTE`]).
+pub const COST_PER_NODE: u64 = 320;
+
+/// Bytes substitution may add to a release's text (checked while it expands, see
+/// [`ReleaseCost::limits`]): many times what real variables add (credentials, certificates,
+/// a few KiB), charged to every release.
+pub const EXPANSION_ALLOWANCE: u64 = 2 * MIB;
+
+/// Bytes one `${...}` expression may expand to: a Secret, where variables come from, holds
+/// at most 1 MiB in all.
+pub const MAX_VALUE_BYTES: usize = 1024 * 1024;
+
+/// Nodes substituted values may add to those the release's text has (a variable holding YAML).
+pub const NODE_ALLOWANCE: u64 = 16 * 1024;
+
+/// What rendering a release costs, from its text as fetched: its bytes and the YAML nodes it
+/// parses to. The model: `COST_PER_BYTE × (bytes + EXPANSION_ALLOWANCE) + COST_PER_NODE ×
+/// (nodes + NODE_ALLOWANCE)`; the render is held to it by [`ReleaseCost::limits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReleaseCost {
+    /// Bytes of the release's text (components and metadata).
+    pub bytes: u64,
+    /// YAML nodes of the components (0 when they are not YAML before substitution: the
+    /// parse is then held to [`NODE_ALLOWANCE`]).
+    pub nodes: u64,
+}
+
+impl ReleaseCost {
+    /// The cost of `release`: its size and its nodes, counted without building them.
+    pub fn of(release: &capi_release_sources::Release) -> ReleaseCost {
+        let bytes = release.components.len() + release.metadata.len();
+        let nodes = capi_components::pipeline::count_nodes(&release.components).unwrap_or(0);
+        ReleaseCost {
+            bytes: bytes as u64,
+            nodes,
+        }
+    }
+
+    /// The memory the render takes at most, in bytes.
+    pub fn memory(&self) -> u64 {
+        let bytes = self.bytes.saturating_add(EXPANSION_ALLOWANCE);
+        let nodes = self.nodes.saturating_add(NODE_ALLOWANCE);
+        bytes
+            .saturating_mul(COST_PER_BYTE)
+            .saturating_add(nodes.saturating_mul(COST_PER_NODE))
+    }
+
+    /// What the render may build, so it stays within [`ReleaseCost::memory`]: substitution
+    /// adds at most [`EXPANSION_ALLOWANCE`] (intermediate values included) and
+    /// [`MAX_VALUE_BYTES`] per expression, the parse at most [`NODE_ALLOWANCE`] nodes more
+    /// than counted.
+    pub fn limits(&self) -> capi_components::pipeline::RenderLimits {
+        let nodes = self.nodes.saturating_add(NODE_ALLOWANCE);
+        capi_components::pipeline::RenderLimits {
+            substitution: capi_envsubst::Limits {
+                max_expansion: EXPANSION_ALLOWANCE as usize,
+                max_value: MAX_VALUE_BYTES,
+            },
+            max_nodes: usize::try_from(nodes).unwrap_or(usize::MAX),
+        }
+    }
+}
 
 /// What a pass reserves before its release's size is known (a release never fetched by this
 /// process): enough for a release several times the size of the real core provider's.
@@ -133,9 +198,9 @@ impl Budget {
             .unwrap_or(UNKNOWN_RELEASE_COST)
     }
 
-    /// Records the cost of a release of `len` bytes fetched for `key` at `version`; returns it.
-    pub fn learn(&self, key: &str, version: &str, len: usize) -> u64 {
-        let cost = (len as u64).saturating_mul(COST_PER_RELEASE_BYTE);
+    /// Records the memory `cost` of the release fetched for `key` at `version`; returns it.
+    pub fn learn(&self, key: &str, version: &str, cost: &ReleaseCost) -> u64 {
+        let cost = cost.memory();
         if let Ok(mut k) = self.known.lock() {
             k.insert(format!("{key}@{version}"), cost);
         }
@@ -344,8 +409,34 @@ mod tests {
     fn estimates_learn_a_release_cost() {
         let b = Budget::new(100 * MIB);
         assert_eq!(b.estimate("core", "v1.16.0"), UNKNOWN_RELEASE_COST);
-        let cost = b.learn("core", "v1.16.0", 23_266_239);
-        assert_eq!(cost, 5 * 23_266_239);
+        let release = ReleaseCost {
+            bytes: 23_266_239,
+            nodes: 1_000_000,
+        };
+        let cost = b.learn("core", "v1.16.0", &release);
+        assert_eq!(
+            cost,
+            COST_PER_BYTE * (23_266_239 + EXPANSION_ALLOWANCE)
+                + COST_PER_NODE * (1_000_000 + NODE_ALLOWANCE)
+        );
         assert_eq!(b.estimate("core", "v1.16.0"), cost);
+    }
+
+    #[test]
+    fn nodes_cost_as_well_as_bytes() {
+        let text = "apiVersion: v1\nkind: List\nitems:\n".to_string() + &"- 0\n".repeat(1000);
+        let release = capi_release_sources::Release {
+            version: "v1.0.0".into(),
+            metadata: String::new(),
+            components: text.clone(),
+        };
+        let cost = ReleaseCost::of(&release);
+        assert_eq!(cost.bytes, text.len() as u64);
+        assert_eq!(cost.nodes, 1 + 6 + 1000);
+        assert!(
+            cost.memory() - ReleaseCost { nodes: 0, ..cost }.memory() >= 1000 * COST_PER_NODE,
+            "the nodes are charged"
+        );
+        assert_eq!(cost.limits().max_nodes as u64, 1007 + NODE_ALLOWANCE);
     }
 }

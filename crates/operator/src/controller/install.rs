@@ -32,7 +32,7 @@ use tracing::{Instrument, debug, debug_span, info, warn};
 
 use super::{
     apply::{ApplyError, ApplyReport, ObjKey, key_of},
-    budget::Share,
+    budget::{COST_PER_BYTE, ReleaseCost, Share},
     context::{Ctx, provider_key},
     decide::{
         Note, Outcome, Reasoned,
@@ -84,6 +84,8 @@ struct Fetched {
     version: String,
     release: Release,
     contract: String,
+    /// What rendering it may build: what its share of the memory budget was charged for.
+    limits: capi_components::pipeline::RenderLimits,
     /// The release's share of the memory budget, held until the install pass ends (the
     /// rendered objects live until they are applied).
     _memory: Share,
@@ -246,10 +248,19 @@ fn version_not_written(e: kube::Error) -> Outcome {
 }
 
 /// The latest release's version; the release is cached (and its digest recorded), as the
-/// next reconcile fetches it.
+/// next reconcile fetches it. The fetch and the cache write hold a share of the memory budget
+/// like any other fetch.
 async fn latest_version<P: ProviderKind>(s: &mut State<'_, P>, chosen: &Chosen) -> Phase<String> {
+    let budget = &s.ctx.opts.memory_budget;
+    let share = budget
+        .acquire(budget.estimate(&provider_key(s.p), ""))
+        .await;
     match fetch_release(&chosen.source, None, &chosen.components_file).await {
         Ok(r) => {
+            let size = (r.components.len() + r.metadata.len()) as u64;
+            let _memory = budget
+                .resize(share, size.saturating_mul(COST_PER_BYTE))
+                .await;
             if let Some(key) = chosen.cache_key.as_deref() {
                 let cache = ReleaseCache::new(s.ctx.client.clone(), s.p.namespace());
                 cache_release(s, &cache, &r, key).await;
@@ -275,9 +286,16 @@ async fn fetch<P: ProviderKind>(
         Ok(r) => r,
         Err(e) => return end(Outcome::failed(PROVIDER_INSTALLED, e)),
     };
-    let size = release.components.len() + release.metadata.len();
+    let cost = release_cost(&release).await;
+    if cost.memory() > budget.total() {
+        return end(problem(
+            PROVIDER_INSTALLED,
+            reason::RENDER_FAILED,
+            too_large(&version, &cost, budget.total()),
+        ));
+    }
     let memory = budget
-        .resize(share, budget.learn(&key, &version, size))
+        .resize(share, budget.learn(&key, &version, &cost))
         .await;
     let contract = Metadata::parse(&release.metadata)
         .map_err(|e| format!("release {version}: {e}"))
@@ -291,6 +309,7 @@ async fn fetch<P: ProviderKind>(
             version,
             release,
             contract,
+            limits: cost.limits(),
             _memory: memory,
         }),
         Err(message) => end(problem(
@@ -301,9 +320,35 @@ async fn fetch<P: ProviderKind>(
     }
 }
 
+/// What rendering `release` costs, counted on a blocking thread (a large release takes long
+/// enough to delay the event loop, as its render does).
+async fn release_cost(release: &Release) -> ReleaseCost {
+    let owned = release.clone();
+    let counted = tokio::task::spawn_blocking(move || ReleaseCost::of(&owned)).await;
+    // Only a panic while counting gets here: the render's node limit then stands alone.
+    counted.unwrap_or(ReleaseCost {
+        bytes: (release.components.len() + release.metadata.len()) as u64,
+        nodes: 0,
+    })
+}
+
+/// Why a release larger than the whole memory budget is refused rather than rendered: the
+/// render would take the operator over its memory limit, and the kill would repeat it on
+/// every start, stopping every other provider.
+fn too_large(version: &str, cost: &ReleaseCost, budget: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    format!(
+        "release {version} is not rendered: rendering it needs about {} MiB ({} bytes, {} YAML nodes), more than the operator's whole release memory budget of {} MiB (raise the operator's memory limit to install it)",
+        cost.memory().div_ceil(MIB),
+        cost.bytes,
+        cost.nodes,
+        budget / MIB
+    )
+}
+
 /// The release from the cache when its entry has the digest the status records, else taken
-/// over from cluster-api-operator (before this operator recorded any release of the
-/// provider) or fetched; a fetched release is cached and its digest recorded.
+/// over from cluster-api-operator (for a provider handed over from it, see
+/// [`plan::handed_over`]) or fetched; a fetched release is cached and its digest recorded.
 async fn cached_fetch<P: ProviderKind>(
     s: &mut State<'_, P>,
     chosen: &Chosen,
@@ -342,7 +387,7 @@ async fn cached_fetch<P: ProviderKind>(
         }
         Lookup::Miss | Lookup::Unrecorded => {}
     }
-    if s.status.release_digests.is_empty()
+    if plan::handed_over(p, s.status, version)
         && let Some(r) = cache.take_over_go_release(p, version, key).await?
     {
         info!(provider = %provider_key(p), version, "release taken over from cluster-api-operator's ConfigMap; nothing fetched");
@@ -558,6 +603,7 @@ async fn render_phase<P>(
     let extras = render::RenderExtras {
         additional_manifests: additional,
         mirror,
+        limits: f.limits,
     };
     let rendered = match render_off_the_event_loop(s.p, &f.release, vars, extras).await {
         Ok(r) => r,

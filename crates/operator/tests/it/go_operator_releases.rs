@@ -1,7 +1,9 @@
 //! End-to-end: releases cluster-api-operator downloaded (its ConfigMaps `{type}-{name}-{version}`
 //! with its labels, the core one gzip-compressed) are taken over as they are, so a handed-over
 //! installation fetches nothing: the local GitHub-compatible server that holds the same
-//! releases receives no request at all.
+//! releases receives no request at all. The providers are declared as `migrate --convert`
+//! writes them (annotated with the version handed over): one declared fresh never takes such a
+//! ConfigMap over (the last test).
 
 use crate::support;
 
@@ -18,6 +20,8 @@ kind: CoreProvider
 metadata:
   name: cluster-api
   namespace: capi-system
+  annotations:
+    management.cluster.x-k8s.io/handed-over-version: v1.12.0
 spec:
   version: v1.12.0
 ---
@@ -26,6 +30,8 @@ kind: RuntimeExtensionProvider
 metadata:
   name: sample
   namespace: sample-extension-system
+  annotations:
+    management.cluster.x-k8s.io/handed-over-version: v0.2.0
 spec:
   version: v0.2.0
   fetchConfig:
@@ -36,9 +42,23 @@ spec:
 async fn go_release(
     client: &kube::Client,
     t: ProviderType,
-    (namespace, name, version): (&str, &str, &str),
+    provider: (&str, &str, &str),
     dir: &std::path::Path,
     components_file: &str,
+) -> TestResult {
+    let metadata = std::fs::read_to_string(dir.join("metadata.yaml"))?;
+    let components = std::fs::read_to_string(dir.join(components_file))?;
+    go_release_of(client, t, provider, &metadata, &components).await
+}
+
+/// Writes a ConfigMap of `metadata` and `components` named and labelled as
+/// cluster-api-operator's release of the provider.
+async fn go_release_of(
+    client: &kube::Client,
+    t: ProviderType,
+    (namespace, name, version): (&str, &str, &str),
+    metadata: &str,
+    components: &str,
 ) -> TestResult {
     let labels = v1alpha2::release_configmap_labels(t, name, version, false);
     let labels: Vec<(&str, &str)> = labels
@@ -51,8 +71,8 @@ async fn go_release(
         &v1alpha2::release_configmap_name(t, name, version),
         &labels,
         version,
-        &std::fs::read_to_string(dir.join("metadata.yaml"))?,
-        &std::fs::read_to_string(dir.join(components_file))?,
+        metadata,
+        components,
     )
     .await
 }
@@ -133,5 +153,61 @@ async fn releases_downloaded_by_cluster_api_operator_are_not_fetched_again() -> 
             "{name}: {owners:?}"
         );
     }
+    Ok(())
+}
+
+/// Components planted under cluster-api-operator's name and labels: they create
+/// `kube-system/pwned` and bind it to cluster-admin.
+const PWNED: &str = "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: pwned, namespace: kube-system}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: pwned}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects:\n- {kind: ServiceAccount, name: pwned, namespace: kube-system}\n";
+
+/// A ConfigMap planted with cluster-api-operator's name and labels before a provider is declared
+/// fresh in this operator's API (a first install, a GitOps re-create, a move target) is never
+/// taken over: the genuine release is fetched and installed, and nothing planted is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_release_is_not_taken_over_for_a_provider_declared_fresh() -> TestResult {
+    let Some(shared) = shared_dir() else {
+        eprintln!(
+            "SKIPPED: ../shared (or CAPI_SHARED_DIR) not found; the real core release is needed"
+        );
+        return Ok(());
+    };
+    // An area of its own: a fresh cluster, without the providers of the test above.
+    let _serial = capi_test_support::isolated(concat!(module_path!(), "::planted")).await;
+    let (cluster, client) = cluster_with_crds(&shared).await?;
+    let providers = shared.join("testdata/providers");
+    let github = FakeServer::start(
+        &providers,
+        &[("kubernetes-sigs/cluster-api", &["cluster-api"])],
+    )
+    .await?;
+    cluster.ensure_namespace("capi-system")?;
+    let version = "v1.12.0";
+    go_release_of(
+        &client,
+        ProviderType::Core,
+        ("capi-system", "cluster-api", version),
+        &std::fs::read_to_string(providers.join("cluster-api/v1.12.0/metadata.yaml"))?,
+        PWNED,
+    )
+    .await?;
+    let operator = start_operator(cluster, &["--github-api-url", github.url()])?;
+    let fresh = PROVIDERS.split("---").next().ok_or("no core provider")?;
+    let fresh = fresh.replace(
+        "  annotations:\n    management.cluster.x-k8s.io/handed-over-version: v1.12.0\n",
+        "",
+    );
+    assert!(!fresh.contains("handed-over"), "{fresh}");
+    apply(cluster, &fresh)?;
+    let key = ("CoreProvider", "capi-system", "cluster-api");
+    wait_installed(&client, key, version, &operator).await?;
+    assert!(github.count("/") > 0, "the genuine release was not fetched");
+    let (found, ..) = cluster.kubectl(&["get", "serviceaccount", "-n", "kube-system", "pwned"])?;
+    assert!(!found, "kube-system/pwned exists");
+    let (found, ..) = cluster.kubectl(&["get", "clusterrolebinding", "pwned"])?;
+    assert!(!found, "the pwned binding exists");
+    // The genuine release's manager is what got installed.
+    let deployments =
+        Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), "capi-system");
+    deployments.get("capi-controller-manager").await?;
     Ok(())
 }

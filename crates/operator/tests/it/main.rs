@@ -15,6 +15,7 @@ mod inputs;
 mod install_airgapped;
 mod lifecycle;
 mod lifecycle_kill;
+mod memory_budget;
 mod monitoring;
 mod move_management_cluster;
 mod net;

@@ -22,7 +22,10 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, bail};
 use capi_components::render;
-use capi_operator_api::{AnyProvider, FetchConfiguration, ProviderApi, ProviderType, v1alpha2};
+use capi_operator_api::{
+    AnyProvider, FetchConfiguration, HANDED_OVER_VERSION_ANNOTATION, ProviderApi, ProviderType,
+    v1alpha2,
+};
 use k8s_openapi::{
     api::{
         apps::v1::{Deployment, ReplicaSet},
@@ -575,7 +578,8 @@ async fn release_finalizer(cluster: &Cluster, p: &AnyProvider) -> anyhow::Result
     Ok(())
 }
 
-/// Replaces the v1alpha2 object with the same provider in this operator's API. The v1alpha2
+/// Replaces the v1alpha2 object with the same provider in this operator's API, annotated with
+/// the version cluster-api-operator installed (so its release ConfigMap is taken over). The v1alpha2
 /// object is deleted first (held by cluster-api-operator's finalizer, so nothing is
 /// uninstalled and this operator leaves it alone), so the new object is no duplicate; then
 /// the finalizer is removed and the old object goes.
@@ -589,10 +593,18 @@ async fn convert(cluster: &Cluster, p: &AnyProvider) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("deleting the v1alpha2 {}", key(p)))?;
     let labels = p.metadata.labels.clone().unwrap_or_default();
+    // The version cluster-api-operator installed: the operator may take that operator's
+    // release ConfigMap of it over (it never does for a provider declared fresh).
+    let installed = p.status.as_ref().and_then(|s| s.installed_version.clone());
+    let annotations: BTreeMap<&str, String> = installed
+        .map(|v| (HANDED_OVER_VERSION_ANNOTATION, v))
+        .into_iter()
+        .collect();
     let object = json!({
         "apiVersion": ProviderApi::Management.api_version(),
         "kind": p.provider_type.kind(),
-        "metadata": {"name": p.name(), "namespace": p.namespace(), "labels": labels},
+        "metadata": {"name": p.name(), "namespace": p.namespace(), "labels": labels,
+                     "annotations": annotations},
         "spec": p.spec,
     });
     cluster.apply(&object).await?;

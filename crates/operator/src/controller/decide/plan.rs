@@ -1,7 +1,9 @@
 //! The decisions the install phases take, as plain functions over what the caches hold: when
 //! a contract change needs every provider paused, when unpausing is refused, and what to prune.
 
-use capi_operator_api::{AnyProvider, ProviderStatus, conditions::PAUSED};
+use capi_operator_api::{
+    AnyProvider, HANDED_OVER_VERSION_ANNOTATION, ProviderStatus, conditions::PAUSED, v1alpha2,
+};
 
 use super::{conditions::Desired, reason};
 
@@ -84,13 +86,36 @@ pub fn pause_condition(
     ))
 }
 
+/// Whether `version` of `p` was handed over from cluster-api-operator, so that operator's
+/// release ConfigMap of it may be taken over instead of fetching. Anyone who can write
+/// ConfigMaps in the namespace can plant one with that operator's name and labels; only a
+/// provider that operator really installed makes it more than a plant: a v1alpha2 object
+/// whose status (written by that operator through the status subresource) has `version`
+/// installed, or an object `migrate --convert` wrote with the annotation naming `version`. A
+/// provider declared fresh (a first install, a re-declaration after an orphaning delete, a
+/// GitOps re-create, a move target) has neither, and fetches.
+pub fn handed_over(p: &AnyProvider, status: &ProviderStatus, version: &str) -> bool {
+    if !status.release_digests.is_empty() {
+        // This operator recorded a release of it: what it took over or fetched is known.
+        return false;
+    }
+    if p.api.group() == v1alpha2::GROUP {
+        return status.installed_version.as_deref() == Some(version);
+    }
+    p.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(HANDED_OVER_VERSION_ANNOTATION))
+        .is_some_and(|v| v == version)
+}
+
 /// What this provider installed before but no longer renders; shared with the plugin's `diff`.
 pub use capi_cluster_io::installed::stale;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capi_operator_api::{ProviderSpec, ProviderType};
+    use capi_operator_api::{ProviderApi, ProviderSpec, ProviderType};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kube::api::{ApiResource, GroupVersionKind};
     use std::collections::BTreeSet;
@@ -123,6 +148,52 @@ mod tests {
             installed_version: Some(version.into()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn only_a_provider_cluster_api_operator_installed_is_handed_over() {
+        let fresh = provider(ProviderType::Core, "cluster-api", false, None);
+        let none = ProviderStatus::default();
+        assert!(!handed_over(&fresh, &none, "v1.0.0"), "declared fresh");
+
+        let mut converted = fresh.clone();
+        converted.metadata.annotations = Some(
+            [(
+                HANDED_OVER_VERSION_ANNOTATION.to_string(),
+                "v1.0.0".to_string(),
+            )]
+            .into(),
+        );
+        assert!(handed_over(&converted, &none, "v1.0.0"));
+        assert!(
+            !handed_over(&converted, &none, "v1.1.0"),
+            "another version than the one handed over"
+        );
+        let mut recorded = none.clone();
+        recorded
+            .release_digests
+            .insert("v0.9.0".into(), "0".repeat(64));
+        assert!(
+            !handed_over(&converted, &recorded, "v1.0.0"),
+            "already recorded"
+        );
+
+        let mut go = fresh.clone();
+        go.api = ProviderApi::ClusterApiOperator;
+        assert!(
+            !handed_over(&go, &none, "v1.0.0"),
+            "v1alpha2, never installed"
+        );
+        let go_installed = installed("v1beta1", "v1.0.0");
+        assert!(handed_over(&go, &go_installed, "v1.0.0"));
+        assert!(
+            !handed_over(&go, &go_installed, "v1.1.0"),
+            "an upgrade fetches"
+        );
+        assert!(
+            !handed_over(&fresh, &go_installed, "v1.0.0"),
+            "this operator's API needs migrate's annotation"
+        );
     }
 
     #[test]

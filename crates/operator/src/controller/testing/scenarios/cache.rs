@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use capi_fake_remotes::{FakeServer, ReleaseTree};
-use capi_operator_api::{CoreProvider, FINALIZER};
+use capi_operator_api::{CoreProvider, FINALIZER, HANDED_OVER_VERSION_ANNOTATION};
 use serde_json::{Value, json};
 
 use super::{COMPONENTS, EVENTS, METADATA, NS, PROVIDER, applied_status};
@@ -333,16 +333,64 @@ fn go_release(created: &str, components: &str) -> Value {
            "data": {"metadata": METADATA, "components": components}})
 }
 
+/// `p` as `migrate --from cluster-api-operator --convert` writes it: annotated with the version
+/// cluster-api-operator installed.
+fn converted(mut p: Value) -> Value {
+    let version = p["spec"]["version"].clone();
+    p["metadata"]["annotations"] = json!({HANDED_OVER_VERSION_ANNOTATION: version});
+    p
+}
+
+/// A release planted under cluster-api-operator's name and labels: its objects create
+/// `kube-system/pwned` and bind it to cluster-admin.
+const PWNED: &str = "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: pwned, namespace: kube-system}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: pwned}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects:\n- {kind: ServiceAccount, name: pwned, namespace: kube-system}\n";
+
+#[tokio::test]
+async fn a_planted_go_release_is_never_taken_over_for_a_provider_declared_fresh() -> TestResult {
+    let (gh, _tree) = github(&["v1.0.0"]).await?;
+    let path = format!("{CACHE}/core-cluster-api-v1.0.0");
+    // Planted before the provider is declared (a first install, a re-declaration after an
+    // orphaning delete, a GitOps re-create, a move target): it looks like a handover by its
+    // name, labels and age, but nothing handed this provider over.
+    for status in [json!({}), json!({"installedVersion": "v1.0.0"})] {
+        let fake = FakeApi::new();
+        fake.put(&path, go_release("2025-06-01T00:00:00Z", PWNED));
+        reconcile_with(&fake, &gh, provider("v1.0.0", status.clone())).await?;
+        let writes = fake.writes();
+        assert!(
+            !writes
+                .iter()
+                .any(|w| w.path.contains("pwned") || w.body.to_string().contains("pwned")),
+            "the planted release was applied (status {status}): {writes:#?}"
+        );
+        assert!(
+            gh.count("/releases") > 0,
+            "the genuine release was not fetched"
+        );
+        assert!(
+            writes
+                .iter()
+                .any(|w| w.path.contains("sample-controller") && w.method == "PATCH"),
+            "the genuine release was not installed (status {status})"
+        );
+        assert_eq!(
+            applied_status(&fake)?["releaseDigests"]["v1.0.0"],
+            release_digest(&genuine("v1.0.0"))
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn the_other_operators_release_is_taken_over_only_at_a_handover() -> TestResult {
     let (gh, _tree) = github(&["v1.0.0"]).await?;
     let path = format!("{CACHE}/core-cluster-api-v1.0.0");
 
-    // Written before the provider object existed, for a provider with no digest yet: the
-    // handover it looks like; nothing is fetched and its digest is recorded.
+    // Written before the provider object existed, for a provider `migrate` handed over with
+    // no digest yet: nothing is fetched and its digest is recorded.
     let fake = FakeApi::new();
     fake.put(&path, go_release("2025-06-01T00:00:00Z", COMPONENTS));
-    reconcile_with(&fake, &gh, provider("v1.0.0", json!({}))).await?;
+    reconcile_with(&fake, &gh, converted(provider("v1.0.0", json!({})))).await?;
     assert_eq!(gh.requests().len(), 0, "fetched although handed over");
     let status = applied_status(&fake)?;
     assert_eq!(
@@ -408,5 +456,83 @@ async fn the_release_resolved_as_latest_is_recorded_and_not_fetched_again() -> T
     );
     reconcile_with(&fake, &gh, provider("v1.0.0", status)).await?;
     assert_eq!(gh.requests().len(), fetched, "fetched again");
+    Ok(())
+}
+
+/// The scenarios' context, fetching from `gh`, with the release memory `budget`.
+fn budget_ctx(
+    fake: &Arc<FakeApi>,
+    gh: &FakeServer,
+    budget: Arc<crate::controller::budget::Budget>,
+) -> Result<Arc<Ctx>, &'static str> {
+    let mut ctx = Arc::into_inner(github_ctx(fake, gh)?).ok_or("ctx shared")?;
+    ctx.opts.memory_budget = budget;
+    Ok(Arc::new(ctx))
+}
+
+#[tokio::test]
+async fn resolving_the_latest_release_fetches_within_a_share_of_the_memory_budget() -> TestResult {
+    const MIB: u64 = 1024 * 1024;
+    let (gh, _tree) = github(&["v1.0.0"]).await?;
+    let fake = FakeApi::new();
+    let budget = Arc::new(crate::controller::budget::Budget::new(64 * MIB));
+    let ctx = budget_ctx(&fake, &gh, budget.clone())?;
+    // Other passes hold the whole budget: the fetch of the latest release must wait.
+    let held = budget.acquire(64 * MIB).await;
+    let mut unversioned = provider("", json!({}));
+    unversioned["spec"]
+        .as_object_mut()
+        .ok_or("spec")?
+        .remove("version");
+    let pass = tokio::spawn({
+        let (fake, ctx) = (fake.clone(), ctx.clone());
+        async move {
+            reconcile_in(&fake, &ctx, unversioned)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        gh.requests().len(),
+        0,
+        "the latest release was fetched outside the memory budget"
+    );
+    drop(held);
+    tokio::time::timeout(std::time::Duration::from_secs(10), pass).await???;
+    assert!(
+        !gh.requests().is_empty(),
+        "not fetched once the budget was free"
+    );
+    assert_eq!(budget.available(), 64 * MIB, "the share was not given back");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_release_costing_more_than_the_whole_budget_is_refused_not_rendered() -> TestResult {
+    const MIB: u64 = 1024 * 1024;
+    let (gh, _tree) = github(&["v1.0.0"]).await?;
+    let fake = FakeApi::new();
+    // Less than any release is charged (the allowances for substitution alone are more).
+    let budget = Arc::new(crate::controller::budget::Budget::new(8 * MIB));
+    let ctx = budget_ctx(&fake, &gh, budget)?;
+    reconcile_in(&fake, &ctx, provider("v1.0.0", json!({}))).await?;
+    let status = applied_status(&fake)?;
+    let installed = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "ProviderInstalled"))
+        .ok_or("no ProviderInstalled condition")?;
+    assert_eq!(installed["status"], "False");
+    assert_eq!(installed["reason"], reason::RENDER_FAILED);
+    let message = installed["message"].as_str().unwrap_or_default();
+    assert!(message.contains("is not rendered"), "{message}");
+    assert!(
+        !fake
+            .writes()
+            .iter()
+            .any(|w| w.path.contains("sample-controller")),
+        "rendered and applied anyway"
+    );
     Ok(())
 }
