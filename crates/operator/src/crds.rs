@@ -176,21 +176,41 @@ async fn write(
         return Ok(Outcome::Refused(why));
     }
     if have.is_some_and(converts_by_webhook) {
+        // The webhook goes in a write of its own before the apply; ask the API server first
+        // whether the CRD would take the whole change, so a refusal leaves the webhook too.
+        let mut whole = serde_json::json!({"spec": want.spec});
+        whole["spec"]["conversion"] = serde_json::json!({"strategy": "None", "webhook": null});
+        let params = PatchParams {
+            dry_run: true,
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        if let Some(refused) = refusal(api.patch(&name, &params, &Patch::Merge(&whole)).await) {
+            return refused.map_err(kube_err);
+        }
         drop_conversion_webhook(api, &name)
             .await
             .map_err(kube_err)?;
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    match api.patch(&name, &params, &Patch::Apply(want)).await {
-        Ok(_) => Ok(Outcome::Applied),
-        // Refused for what the CRD is, not for a passing failure: restarting would not help.
+    match refusal(api.patch(&name, &params, &Patch::Apply(want)).await) {
+        None => Ok(Outcome::Applied),
+        Some(r) => r.map_err(kube_err),
+    }
+}
+
+/// `None` when the write went through; else `Refused` when the API server refused it for what
+/// the CRD is (restarting would not help), or the error of a passing failure.
+fn refusal<T>(r: Result<T, kube::Error>) -> Option<Result<Outcome, kube::Error>> {
+    match r {
+        Ok(_) => None,
         Err(kube::Error::Api(s)) if (400..500).contains(&s.code) && s.code != 429 => {
-            Ok(Outcome::Refused(format!(
+            Some(Ok(Outcome::Refused(format!(
                 "the API server refused this operator's schema: {}",
                 s.message
-            )))
+            ))))
         }
-        Err(e) => Err(kube_err(e)),
+        Err(e) => Some(Err(e)),
     }
 }
 
