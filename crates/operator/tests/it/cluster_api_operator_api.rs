@@ -399,15 +399,9 @@ async fn cluster_api_operator_objects_are_reconciled_unchanged() -> TestResult {
     Ok(())
 }
 
-/// `run --manage-crds` takes cluster-api-operator's CRDs over: their conversion webhook (a
-/// Service that is gone once that operator is) is removed, so the API server stops calling it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn managed_crds_drop_the_other_operators_conversion_webhook() -> TestResult {
-    let _serial = capi_test_support::isolated(module_path!()).await;
-    let cluster = private_cluster()?;
-    cluster.install_crds()?;
-    let name = "coreproviders.operator.cluster.x-k8s.io";
-    // As cluster-api-operator's chart installs it: conversion through its webhook Service.
+/// Makes CRD `name` look as cluster-api-operator's chart installs it: conversion through its
+/// webhook Service, none of this operator's annotations.
+fn as_the_other_operators(cluster: &capi_test_support::TestCluster, name: &str) -> TestResult {
     let webhook = r#"{"spec":{"conversion":{"strategy":"Webhook","webhook":{"conversionReviewVersions":["v1"],"clientConfig":{"service":{"name":"capi-operator-webhook-service","namespace":"capi-operator-system","path":"/convert","port":443}}}}}}"#;
     cluster.kubectl_ok(&["patch", "crd", name, "--type=merge", "-p", webhook])?;
     cluster.kubectl_ok(&[
@@ -418,6 +412,19 @@ async fn managed_crds_drop_the_other_operators_conversion_webhook() -> TestResul
         "management.cluster.x-k8s.io/crd-spec-hash-",
         "management.cluster.x-k8s.io/operator-version-",
     ])?;
+    Ok(())
+}
+
+/// `run --manage-crds` takes cluster-api-operator's CRDs over: their conversion webhook (a
+/// Service that is gone once that operator is) is removed, so the API server stops calling it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_crds_drop_the_other_operators_conversion_webhook() -> TestResult {
+    let _serial = capi_test_support::isolated(module_path!()).await;
+    let cluster = private_cluster()?;
+    cluster.install_crds()?;
+    let name = "coreproviders.operator.cluster.x-k8s.io";
+    // As cluster-api-operator's chart installs it: conversion through its webhook Service.
+    as_the_other_operators(cluster, name)?;
     let client = cluster.client().await?;
     let crds: Api<
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -459,16 +466,7 @@ async fn a_crd_storing_v1alpha1_is_left_as_is_and_the_operator_runs_on() -> Test
     // of this operator's annotations.
     let v1alpha1 = r#"[{"op":"add","path":"/spec/versions/0","value":{"name":"v1alpha1","served":true,"storage":false,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}]"#;
     cluster.kubectl_ok(&["patch", "crd", name, "--type=json", "-p", v1alpha1])?;
-    let webhook = r#"{"spec":{"conversion":{"strategy":"Webhook","webhook":{"conversionReviewVersions":["v1"],"clientConfig":{"service":{"name":"capi-operator-webhook-service","namespace":"capi-operator-system","path":"/convert","port":443}}}}}}"#;
-    cluster.kubectl_ok(&["patch", "crd", name, "--type=merge", "-p", webhook])?;
-    cluster.kubectl_ok(&[
-        "annotate",
-        "crd",
-        name,
-        "--overwrite",
-        "management.cluster.x-k8s.io/crd-spec-hash-",
-        "management.cluster.x-k8s.io/operator-version-",
-    ])?;
+    as_the_other_operators(cluster, name)?;
     let stored = r#"{"status":{"storedVersions":["v1alpha1","v1alpha2"]}}"#;
     cluster.kubectl_ok(&[
         "patch",
