@@ -467,16 +467,7 @@ async fn a_crd_storing_v1alpha1_is_left_as_is_and_the_operator_runs_on() -> Test
     let v1alpha1 = r#"[{"op":"add","path":"/spec/versions/0","value":{"name":"v1alpha1","served":true,"storage":false,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}]"#;
     cluster.kubectl_ok(&["patch", "crd", name, "--type=json", "-p", v1alpha1])?;
     as_the_other_operators(cluster, name)?;
-    let stored = r#"{"status":{"storedVersions":["v1alpha1","v1alpha2"]}}"#;
-    cluster.kubectl_ok(&[
-        "patch",
-        "crd",
-        name,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        stored,
-    ])?;
+    set_stored_versions(cluster, name, r#"["v1alpha1","v1alpha2"]"#)?;
     let client = cluster.client().await?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let before = crds.get(name).await?;
@@ -534,18 +525,28 @@ async fn a_crd_storing_v1alpha1_is_left_as_is_and_the_operator_runs_on() -> Test
     Ok(())
 }
 
-/// Puts the CRD changed by the test above back as this operator's.
-fn restore_crd(cluster: &capi_test_support::TestCluster, name: &str) -> TestResult {
-    let stored = r#"{"status":{"storedVersions":["v1alpha2"]}}"#;
-    cluster.kubectl_ok(&[
+/// Sets the CRD's `status.storedVersions` to `versions` (a JSON list).
+fn set_stored_versions(
+    cluster: &capi_test_support::TestCluster,
+    name: &str,
+    versions: &str,
+) -> TestResult {
+    let stored = format!(r#"{{"status":{{"storedVersions":{versions}}}}}"#);
+    let args = [
         "patch",
         "crd",
         name,
         "--subresource=status",
         "--type=merge",
         "-p",
-        stored,
-    ])?;
+    ];
+    cluster.kubectl_ok(&[&args[..], &[stored.as_str()]].concat())?;
+    Ok(())
+}
+
+/// Puts the CRD changed by the test above back as this operator's.
+fn restore_crd(cluster: &capi_test_support::TestCluster, name: &str) -> TestResult {
+    set_stored_versions(cluster, name, r#"["v1alpha2"]"#)?;
     let plain = r#"[{"op":"remove","path":"/spec/versions/0"},{"op":"replace","path":"/spec/conversion","value":{"strategy":"None"}}]"#;
     cluster.kubectl_ok(&["patch", "crd", name, "--type=json", "-p", plain])?;
     cluster.install_crds()?;
