@@ -161,6 +161,16 @@ struct RunArgs {
         value_name = "CONFIGMAP"
     )]
     image_mirror_config: Option<String>,
+    /// Use the --image-mirror-config ConfigMap only when it carries the labels
+    /// `app.kubernetes.io/instance=RELEASE` and `app.kubernetes.io/name=capi-provider-operator`
+    /// (as the chart renders it); any other is refused on every provider, nothing of it used.
+    #[arg(
+        long,
+        env = "CAPI_OPERATOR_IMAGE_MIRROR_CONFIG_OWNER",
+        value_name = "RELEASE",
+        requires = "image_mirror_config"
+    )]
+    image_mirror_config_owner: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -306,6 +316,7 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
                 Some((ns, name)) => (ns.to_string(), name.to_string()),
                 None => (own_namespace.clone(), c.to_string()),
             }),
+        image_mirror_owner: args.image_mirror_config_owner.clone(),
     };
     let metrics_addr = bind_address(&args.metrics_bind_address)?;
     let health_addr = bind_address(&args.health_probe_bind_address)?;

@@ -40,6 +40,8 @@ pub struct Options {
     pub image_mirror: capi_components::mirror::ImageMirror,
     /// The ConfigMap (namespace, name) holding the image mirror setting, watched.
     pub image_mirror_config: Option<(String, String)>,
+    /// The release whose labels that ConfigMap must carry to be used (the chart's).
+    pub image_mirror_owner: Option<String>,
 }
 
 impl Default for Options {
@@ -60,6 +62,7 @@ impl Default for Options {
             memory_budget: Arc::default(),
             image_mirror: capi_components::mirror::ImageMirror::default(),
             image_mirror_config: None,
+            image_mirror_owner: None,
         }
     }
 }

@@ -151,10 +151,10 @@ fn context(
         uncached: std::sync::Mutex::new(BTreeMap::new()),
         inventory,
         inputs: inputs::InputWatches::new(triggers.clone()),
-        mirror: Arc::new(mirror::MirrorSetting::new(
-            opts.image_mirror.clone(),
-            opts.image_mirror_config.clone(),
-        )),
+        mirror: Arc::new(
+            mirror::MirrorSetting::new(opts.image_mirror.clone(), opts.image_mirror_config.clone())
+                .owned_by(opts.image_mirror_owner.clone()),
+        ),
         written: Default::default(),
     }
 }

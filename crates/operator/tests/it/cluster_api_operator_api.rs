@@ -399,15 +399,9 @@ async fn cluster_api_operator_objects_are_reconciled_unchanged() -> TestResult {
     Ok(())
 }
 
-/// `run --manage-crds` takes cluster-api-operator's CRDs over: their conversion webhook (a
-/// Service that is gone once that operator is) is removed, so the API server stops calling it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn managed_crds_drop_the_other_operators_conversion_webhook() -> TestResult {
-    let _serial = capi_test_support::isolated(module_path!()).await;
-    let cluster = private_cluster()?;
-    cluster.install_crds()?;
-    let name = "coreproviders.operator.cluster.x-k8s.io";
-    // As cluster-api-operator's chart installs it: conversion through its webhook Service.
+/// Makes CRD `name` look as cluster-api-operator's chart installs it: conversion through its
+/// webhook Service, none of this operator's annotations.
+fn as_the_other_operators(cluster: &capi_test_support::TestCluster, name: &str) -> TestResult {
     let webhook = r#"{"spec":{"conversion":{"strategy":"Webhook","webhook":{"conversionReviewVersions":["v1"],"clientConfig":{"service":{"name":"capi-operator-webhook-service","namespace":"capi-operator-system","path":"/convert","port":443}}}}}}"#;
     cluster.kubectl_ok(&["patch", "crd", name, "--type=merge", "-p", webhook])?;
     cluster.kubectl_ok(&[
@@ -418,6 +412,19 @@ async fn managed_crds_drop_the_other_operators_conversion_webhook() -> TestResul
         "management.cluster.x-k8s.io/crd-spec-hash-",
         "management.cluster.x-k8s.io/operator-version-",
     ])?;
+    Ok(())
+}
+
+/// `run --manage-crds` takes cluster-api-operator's CRDs over: their conversion webhook (a
+/// Service that is gone once that operator is) is removed, so the API server stops calling it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_crds_drop_the_other_operators_conversion_webhook() -> TestResult {
+    let _serial = capi_test_support::isolated(module_path!()).await;
+    let cluster = private_cluster()?;
+    cluster.install_crds()?;
+    let name = "coreproviders.operator.cluster.x-k8s.io";
+    // As cluster-api-operator's chart installs it: conversion through its webhook Service.
+    as_the_other_operators(cluster, name)?;
     let client = cluster.client().await?;
     let crds: Api<
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -436,6 +443,112 @@ async fn managed_crds_drop_the_other_operators_conversion_webhook() -> TestResul
         logs.contains("conversion webhook of the previous owner removed"),
         "{logs}"
     );
+    cluster.install_crds()?;
+    Ok(())
+}
+
+/// `run` with the chart's default flags (`--manage-crds`, both served groups) against
+/// cluster-api-operator's CRD still holding objects stored as `v1alpha1`: this operator's
+/// schema, which serves `v1alpha2` only, would be refused. The CRD is left exactly as it is
+/// (its conversion webhook included), a Warning event on it says why, and the operator runs on
+/// instead of crash-looping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_storing_v1alpha1_is_left_as_is_and_the_operator_runs_on() -> TestResult {
+    use k8s_openapi::{
+        api::events::v1::Event,
+        apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    };
+    let _serial = capi_test_support::isolated(module_path!()).await;
+    let cluster = private_cluster()?;
+    cluster.install_crds()?;
+    let name = "coreproviders.operator.cluster.x-k8s.io";
+    // As cluster-api-operator leaves it: v1alpha1 still served and stored, its webhook, none
+    // of this operator's annotations.
+    let v1alpha1 = r#"[{"op":"add","path":"/spec/versions/0","value":{"name":"v1alpha1","served":true,"storage":false,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}]"#;
+    cluster.kubectl_ok(&["patch", "crd", name, "--type=json", "-p", v1alpha1])?;
+    as_the_other_operators(cluster, name)?;
+    set_stored_versions(cluster, name, r#"["v1alpha1","v1alpha2"]"#)?;
+    let client = cluster.client().await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let before = crds.get(name).await?;
+
+    let mut operator = start_operator(
+        cluster,
+        &[
+            "--manage-crds",
+            "--clusterctl-inventory=true",
+            "--served-groups=management.cluster.x-k8s.io,operator.cluster.x-k8s.io",
+        ],
+    )?;
+    let checked = wait_for(Duration::from_secs(60), || async {
+        operator
+            .logs()
+            .contains("provider CRDs checked")
+            .then_some(())
+    })
+    .await;
+    // A crash-looping operator exits right after the check: give it the time to.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let running = operator.running();
+    let logs = operator.logs();
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let note = wait_for(Duration::from_secs(30), || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("CRDNotTakenOver")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            })
+            .and_then(|e| e.note)
+    })
+    .await;
+    let after = crds.get(name).await?;
+    operator.kill();
+    restore_crd(cluster, name)?;
+
+    checked.ok_or_else(|| format!("the CRDs were never checked\n{logs}"))?;
+    assert!(running, "the operator exited\n{logs}");
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "the CRD was changed: {:?}\n{logs}",
+        after.spec.conversion
+    );
+    let note = note.ok_or_else(|| format!("no CRDNotTakenOver event\n{logs}"))?;
+    assert!(
+        note.contains("status.storedVersions holds v1alpha1"),
+        "{note}"
+    );
+    assert!(logs.contains("CRD left as it is"), "{logs}");
+    Ok(())
+}
+
+/// Sets the CRD's `status.storedVersions` to `versions` (a JSON list).
+fn set_stored_versions(
+    cluster: &capi_test_support::TestCluster,
+    name: &str,
+    versions: &str,
+) -> TestResult {
+    let stored = format!(r#"{{"status":{{"storedVersions":{versions}}}}}"#);
+    let args = [
+        "patch",
+        "crd",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+    ];
+    cluster.kubectl_ok(&[&args[..], &[stored.as_str()]].concat())?;
+    Ok(())
+}
+
+/// Puts the CRD changed by the test above back as this operator's.
+fn restore_crd(cluster: &capi_test_support::TestCluster, name: &str) -> TestResult {
+    set_stored_versions(cluster, name, r#"["v1alpha2"]"#)?;
+    let plain = r#"[{"op":"remove","path":"/spec/versions/0"},{"op":"replace","path":"/spec/conversion","value":{"strategy":"None"}}]"#;
+    cluster.kubectl_ok(&["patch", "crd", name, "--type=json", "-p", plain])?;
     cluster.install_crds()?;
     Ok(())
 }

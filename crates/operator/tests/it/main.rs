@@ -3,6 +3,7 @@
 
 mod behaviour;
 mod cert_manager_missing;
+mod chart_values;
 mod cluster_api_operator_api;
 mod clusterctl;
 mod deletion_policy;

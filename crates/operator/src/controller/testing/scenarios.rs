@@ -391,6 +391,50 @@ async fn a_missing_secret_is_a_condition_and_an_event_not_an_install()
     Ok(())
 }
 
+/// A mirror ConfigMap of the watched name that the release did not write (no labels of its
+/// own): refused on the provider (condition and Warning event), nothing applied.
+#[tokio::test]
+async fn a_mirror_configmap_not_of_the_release_is_a_condition_and_an_event()
+-> Result<(), Box<dyn std::error::Error>> {
+    use crate::controller::mirror::{MirrorSetting, wake_all_on_change};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let fake = fake_with_release();
+    let mut c = Arc::try_unwrap(ctx(&fake, vec![])).map_err(|_| "the context is shared")?;
+    let config = Some(("ops".to_string(), "capi-image-mirror".to_string()));
+    let setting = MirrorSetting::new(Default::default(), config).owned_by(Some("capi".into()));
+    c.mirror = Arc::new(setting);
+    let claimed: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "capi-image-mirror", "namespace": "ops"},
+        "data": {"images": "all: {repository: evil.example}"}}))?;
+    let mut feed = wake_all_on_change(c.mirror.clone(), c.world.index().clone());
+    feed(&watcher::Event::InitApply(claimed));
+    feed(&watcher::Event::InitDone);
+    fake.put(PROVIDER, core(json!({"version": "v1.0.0"}), &[FINALIZER]));
+    let p: CoreProvider = serde_json::from_value(core(json!({"version": "v1.0.0"}), &[FINALIZER]))?;
+    reconcile::reconcile(Arc::new(p), Arc::new(c)).await?;
+    let status = applied_status(&fake)?;
+    let stalled = condition(&status, "Stalled").ok_or("no Stalled")?;
+    assert_eq!(
+        (stalled["status"].as_str(), stalled["reason"].as_str()),
+        (Some("True"), Some(reason::IMAGE_MIRROR_INVALID)),
+        "{stalled}"
+    );
+    let message = stalled["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("ConfigMap ops/capi-image-mirror is not release capi's"),
+        "{message}"
+    );
+    let writes = fake.writes();
+    assert!(
+        writes.iter().any(|w| w.path == EVENTS
+            && w.body["reason"] == reason::IMAGE_MIRROR_INVALID
+            && w.body["type"] == "Warning"),
+        "{writes:#?}"
+    );
+    assert!(patches_of(&writes, DEPLOYMENT).is_empty());
+    Ok(())
+}
+
 /// The Stalled message of a reconcile of `spec`, after checking its reason.
 async fn stalled_message(
     fake: &Arc<FakeApi>,

@@ -1,0 +1,119 @@
+//! The Helm chart's values, as `helm template` renders them (no cluster): the image mirror
+//! ConfigMap is watched only when the mirror is configured, and only the release's own is used;
+//! more than one replica is refused without leader election.
+
+use crate::support;
+
+use capi_test_support::workspace_root;
+use serde_json::Value;
+use support::*;
+
+/// `helm template x <chart> ARGS`, or None (SKIPPED said) without CAPI_HELM.
+fn template(test: &str, args: &[&str]) -> Option<Result<String, String>> {
+    let helm = helm_bin(test)?;
+    let chart = workspace_root().join("manifests/helm/capi-provider-operator");
+    let chart = chart.to_string_lossy().into_owned();
+    let mut all = vec!["template", "x", &chart, "-n", "ops"];
+    all.extend_from_slice(args);
+    Some(helm_run(&helm, &all))
+}
+
+/// The rendered object of `kind` named `name`.
+fn object(rendered: &str, kind: &str, name: &str) -> Result<Option<Value>, String> {
+    let docs = capi_yaml::parse_documents(rendered, &capi_yaml::Limits::default())
+        .map_err(|e| e.to_string())?;
+    Ok(docs
+        .into_iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name))
+}
+
+/// The operator container's arguments.
+fn operator_args(rendered: &str) -> Result<Vec<String>, String> {
+    let d = object(rendered, "Deployment", "x")?.ok_or("no Deployment x")?;
+    let args = d["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .ok_or("no args")?;
+    Ok(args
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect())
+}
+
+#[test]
+fn the_mirror_configmap_is_watched_only_when_configured_and_must_be_the_releases() -> TestResult {
+    let test = "the_mirror_configmap_is_watched_only_when_configured_and_must_be_the_releases";
+    let Some(defaults) = template(test, &[]) else {
+        return Ok(());
+    };
+    let args = operator_args(&defaults?)?;
+    assert!(
+        !args.iter().any(|a| a.starts_with("--image-mirror-config")),
+        "the defaults watch a ConfigMap nothing writes, a slot anyone may claim: {args:?}"
+    );
+
+    let on = template(
+        test,
+        &["--set", "imageMirror.images.all.repository=m.example"],
+    )
+    .ok_or("CAPI_HELM unset")??;
+    let args = operator_args(&on)?;
+    for want in [
+        "--image-mirror-config=x-image-mirror",
+        "--image-mirror-config-owner=x",
+    ] {
+        assert!(args.iter().any(|a| a == want), "{want} missing: {args:?}");
+    }
+    // The ConfigMap the chart writes carries what the operator asks of it.
+    let cm = object(&on, "ConfigMap", "x-image-mirror")?.ok_or("no ConfigMap")?;
+    let labels = &cm["metadata"]["labels"];
+    assert_eq!(labels["app.kubernetes.io/instance"], "x", "{cm:#}");
+    assert_eq!(
+        labels["app.kubernetes.io/name"], "capi-provider-operator",
+        "{cm:#}"
+    );
+
+    // A ConfigMap of the user's own: watched, under the same rule.
+    let own =
+        template(test, &["--set", "imageMirror.configMap=mine"]).ok_or("CAPI_HELM unset")??;
+    let args = operator_args(&own)?;
+    for want in [
+        "--image-mirror-config=mine",
+        "--image-mirror-config-owner=x",
+    ] {
+        assert!(args.iter().any(|a| a == want), "{want} missing: {args:?}");
+    }
+    assert!(
+        object(&own, "ConfigMap", "mine")?.is_none(),
+        "yours, not the chart's"
+    );
+    Ok(())
+}
+
+#[test]
+fn more_than_one_replica_needs_leader_election() -> TestResult {
+    let test = "more_than_one_replica_needs_leader_election";
+    for set in [
+        &["leaderElection=false"][..],
+        &["leaderElection=false", "replicas=3"],
+    ] {
+        let args: Vec<&str> = set.iter().flat_map(|s| ["--set", *s]).collect();
+        let Some(out) = template(test, &args) else {
+            return Ok(());
+        };
+        let e = out.err().ok_or(format!("{set:?} was accepted"))?;
+        assert!(
+            e.contains("don't meet the specifications of the schema")
+                && e.contains("at '/leaderElection': value must be true"),
+            "{set:?}: {e}"
+        );
+    }
+    for fine in [
+        &["leaderElection=false", "replicas=1"][..],
+        &["leaderElection=false", "replicas=0"],
+        &["replicas=3"],
+    ] {
+        let args: Vec<&str> = fine.iter().flat_map(|s| ["--set", *s]).collect();
+        template(test, &args).ok_or("CAPI_HELM unset")??;
+    }
+    Ok(())
+}
