@@ -1,7 +1,7 @@
 //! What a failed write means: [`ApplyError`], whether it is worth retrying, its condition
 //! reason, and which kinds may be re-created when a new release changes an immutable field.
 
-use crate::ObjKey;
+use crate::{ObjKey, redact::Redactor};
 
 /// Why applying failed.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +79,33 @@ impl ApplyError {
             reason::APPLY_RETRYING
         } else {
             reason::APPLY_FAILED
+        }
+    }
+
+    /// This error with every value `r` hides removed from the apiserver's text, so that a
+    /// refused object's message, shown in conditions, events and logs, never quotes a value
+    /// substituted from the variables Secret.
+    pub fn redacted(self, r: &Redactor) -> ApplyError {
+        match self {
+            ApplyError::Invalid(m) => ApplyError::Invalid(r.redact(&m)),
+            ApplyError::Refused { key, message } => ApplyError::Refused {
+                key,
+                message: r.redact(&message),
+            },
+            ApplyError::CrdChangeRefused {
+                name,
+                fields,
+                message,
+            } => ApplyError::CrdChangeRefused {
+                name,
+                fields: r.redact(&fields),
+                message: r.redact(&message),
+            },
+            ApplyError::Transient(kube::Error::Api(mut s)) => {
+                s.message = r.redact(&s.message);
+                ApplyError::Transient(kube::Error::Api(s))
+            }
+            other => other,
         }
     }
 
@@ -266,5 +293,27 @@ mod tests {
         let e = classify(&secret, invalid("data: field is immutable", "data"));
         assert!(matches!(&e, ApplyError::Refused { .. }), "{e:?}");
         assert!(e.to_string().contains("never deleted"), "{e}");
+    }
+
+    #[test]
+    fn a_refused_object_message_never_quotes_a_substituted_value() {
+        let vars = std::collections::BTreeMap::from([(
+            "AWS_SECRET".to_string(),
+            "s3cr3t-value".to_string(),
+        )]);
+        let r = Redactor::new(&vars);
+        let msg =
+            "Deployment.apps \"m\" is invalid: metadata.labels: Invalid value: \"s3cr3t-value\"";
+        for e in [
+            classify(&key("apps", "Deployment"), invalid(msg, "metadata.labels")),
+            classify(
+                &key("apiextensions.k8s.io", "CustomResourceDefinition"),
+                invalid(msg, "spec"),
+            ),
+        ] {
+            let text = e.redacted(&r).to_string();
+            assert!(!text.contains("s3cr3t"), "{text}");
+            assert!(text.contains("metadata.labels: Invalid value"), "{text}");
+        }
     }
 }

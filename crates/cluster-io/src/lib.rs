@@ -20,6 +20,7 @@ pub mod installed;
 pub mod object_key;
 pub mod provider_inputs;
 pub mod provider_kind;
+pub mod redact;
 pub mod release_cache;
 pub mod server_side_apply;
 

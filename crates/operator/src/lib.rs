@@ -11,6 +11,7 @@ pub mod controller;
 pub mod crds;
 pub mod fence;
 pub mod leader;
+pub mod logging;
 pub mod metrics;
 pub mod render;
 pub mod server;

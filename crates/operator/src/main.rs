@@ -254,8 +254,8 @@ fn trust_ca_bundle(flag: Option<&std::path::Path>) -> anyhow::Result<()> {
 
 /// Logs to stderr, filtered by `RUST_LOG` (info by default), as JSON or text.
 fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let filter = capi_provider_operator::logging::filter(rust_log.as_deref());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

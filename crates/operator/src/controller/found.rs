@@ -15,13 +15,18 @@ use kube::{
 };
 
 /// "Secrets in ns: a, b" (names, newest listing of the namespace), "there is no Secret in ns",
-/// or why they could not be listed.
-pub async fn names_in<K>(client: &Client, ns: &str) -> String
+/// or why they could not be listed. Names are listed only for the provider's own namespace:
+/// a provider may name any namespace, and whoever may write a provider must not learn through
+/// its conditions which Secrets another namespace holds.
+pub async fn names_in<K>(client: &Client, p: &AnyProvider, ns: &str) -> String
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()> + Clone + DeserializeOwned,
     K: std::fmt::Debug,
 {
     let kind = K::kind(&());
+    if ns != p.namespace() {
+        return other_namespace_note(&kind, ns);
+    }
     let api: Api<K> = Api::namespaced(client.clone(), ns);
     match api.list_metadata(&ListParams::default()).await {
         Ok(list) => {
@@ -42,6 +47,11 @@ fn names_note(kind: &str, ns: &str, names: &[String]) -> String {
         names,
         &format!("there is no {kind} in {ns}"),
     )
+}
+
+/// Why no names are listed for a namespace other than the provider's own.
+fn other_namespace_note(kind: &str, ns: &str) -> String {
+    format!("the {kind}s of {ns} are not listed, as it is not the provider's namespace")
 }
 
 /// "it has keys a, b" or "it has no keys", from the keys alone.

@@ -47,6 +47,7 @@ use super::{
 use capi_cluster_io::{
     provider_inputs::{self, Manifests, Variables},
     provider_kind::ProviderKind,
+    redact::Redactor,
 };
 
 impl Reasoned for ApplyError {
@@ -121,7 +122,7 @@ async fn run<P: ProviderKind>(s: &mut State<'_, P>) -> Phase {
         .instrument(debug_span!("phase", name = "render"))
         .await?;
     let rolled = rollout_note(s.ctx, &rendered);
-    let applied = apply_phase(s, &rendered.objects)
+    let applied = apply_phase(s, &rendered.objects, &vars)
         .instrument(debug_span!("phase", name = "apply"))
         .await?;
     s.notes.extend(rolled);
@@ -740,6 +741,7 @@ fn rollout_note(ctx: &Ctx, r: &Render) -> Option<Note> {
 async fn apply_phase<P: ProviderKind>(
     s: &mut State<'_, P>,
     objects: &[Value],
+    vars: &BTreeMap<String, String>,
 ) -> Phase<ApplyReport> {
     let report = match s
         .ctx
@@ -748,7 +750,11 @@ async fn apply_phase<P: ProviderKind>(
         .await
     {
         Ok(r) => r,
-        Err(e) => return end(Outcome::failed(PROVIDER_INSTALLED, e)),
+        // Redacted before it becomes a condition, an event or a log line.
+        Err(e) => {
+            let e = e.redacted(&Redactor::new(vars));
+            return end(Outcome::failed(PROVIDER_INSTALLED, e));
+        }
     };
     if !report.repaired.is_empty() {
         warn!(provider = %provider_key(s.p), objects = ?report.repaired, "restored objects changed outside the operator");
@@ -928,7 +934,7 @@ async fn read_variables(ctx: &Ctx, p: &AnyProvider) -> Phase<BTreeMap<String, St
     match provider_inputs::variables(&ctx.client, p).await {
         Ok(Variables::Found(vars)) => ControlFlow::Continue(vars),
         Ok(Variables::Missing { namespace, name }) => {
-            let found = found::names_in::<Secret>(&ctx.client, &namespace).await;
+            let found = found::names_in::<Secret>(&ctx.client, p, &namespace).await;
             end(problem(
                 PROVIDER_INSTALLED,
                 reason::SECRET_NOT_FOUND,
@@ -989,7 +995,7 @@ async fn read_additional_manifests(ctx: &Ctx, p: &AnyProvider) -> Phase<Option<S
         )),
         Ok(Manifests::Missing { namespace, name }) => missing(format!(
             "ConfigMap {namespace}/{name} (spec.additionalManifests) does not exist; {}",
-            found::names_in::<ConfigMap>(&ctx.client, &namespace).await
+            found::names_in::<ConfigMap>(&ctx.client, p, &namespace).await
         )),
         Err(e) => {
             let r = p.spec.additional_manifests.as_ref();

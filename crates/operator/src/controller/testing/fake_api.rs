@@ -206,6 +206,9 @@ pub struct FakeApi {
     kills: Option<tokio::sync::watch::Sender<u64>>,
     /// How many requests arrived (every request, the faulted ones included).
     arrived: Mutex<u64>,
+    /// Paths whose writes are refused with 422 Invalid and this message, as a validation
+    /// failure quoting a field's value.
+    refusals: Mutex<BTreeMap<String, String>>,
 }
 
 /// Discovery answers: group-version path → (plural, kind, namespaced).
@@ -236,6 +239,16 @@ const PROVIDERS: &str = "/apis/management.cluster.x-k8s.io/";
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
+    let mut resp = Response::new(Body::from(body.to_string().into_bytes()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp
 }
 
 /// How the fake answers one request.
@@ -325,6 +338,11 @@ impl FakeApi {
     /// Requests that arrived so far.
     pub fn arrived(&self) -> u64 {
         *lock(&self.arrived)
+    }
+
+    /// Refuses every write of `path` with 422 Invalid and `message`.
+    pub fn refuse(&self, path: &str, message: &str) {
+        lock(&self.refusals).insert(path.to_string(), message.to_string());
     }
 
     /// A receiver that changes when a process is killed.
@@ -437,6 +455,15 @@ impl FakeApi {
             body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
             process,
         };
+        if rec.method != "GET"
+            && let Some(message) = lock(&self.refusals).get(&rec.path).cloned()
+        {
+            return Ok(json_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "message": message, "reason": "Invalid", "code": 422}),
+            ));
+        }
         let drawn = self.draw_fault(&rec.method);
         // Every arrival with its drawn fault (FAULT_TRACE prints only the recorded ones): where
         // two runs of one seed first differ.
@@ -451,15 +478,7 @@ impl FakeApi {
             Some(f) => self.with_fault(f, &rec).await,
         };
         match answer {
-            Answer::Http(status, body) => {
-                let mut resp = Response::new(Body::from(body.to_string().into_bytes()));
-                *resp.status_mut() = status;
-                resp.headers_mut().insert(
-                    http::header::CONTENT_TYPE,
-                    http::HeaderValue::from_static("application/json"),
-                );
-                Ok(resp)
-            }
+            Answer::Http(status, body) => Ok(json_response(status, &body)),
             Answer::Failed(why) => Err(why.into()),
         }
     }

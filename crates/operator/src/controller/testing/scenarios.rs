@@ -49,13 +49,18 @@ fn core(spec: Value, finalizers: &[&str]) -> Value {
 
 /// A fake apiserver holding the sample release v1.0.0 as a ConfigMap.
 fn fake_with_release() -> Arc<FakeApi> {
+    fake_with_components(COMPONENTS)
+}
+
+/// A fake holding release v1.0.0 with `components`, in a ConfigMap.
+fn fake_with_components(components: &str) -> Arc<FakeApi> {
     let fake = FakeApi::new();
     fake.put(
         &format!("/api/v1/namespaces/{NS}/configmaps/sample-v1.0.0"),
         json!({"apiVersion": "v1", "kind": "ConfigMap",
                "metadata": {"name": "sample-v1.0.0", "namespace": NS,
                             "labels": {"sample": "core", CONFIGMAP_VERSION_LABEL: "v1.0.0"}},
-               "data": {"metadata": METADATA, "components": COMPONENTS}}),
+               "data": {"metadata": METADATA, "components": components}}),
     );
     fake
 }
@@ -435,6 +440,38 @@ async fn a_mirror_configmap_not_of_the_release_is_a_condition_and_an_event()
     Ok(())
 }
 
+#[tokio::test]
+async fn a_missing_secret_of_another_namespace_lists_no_names()
+-> Result<(), Box<dyn std::error::Error>> {
+    let fake = fake_with_release();
+    // The provider's writer may not read this namespace: its Secret names stay unlisted.
+    fake.put(
+        "/api/v1/namespaces/kube-system/secrets/cloud-admin-token",
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "cloud-admin-token", "namespace": "kube-system"}}),
+    );
+    let obj = core(
+        json!({"version": "v1.0.0", "secretName": "absent", "secretNamespace": "kube-system"}),
+        &[FINALIZER],
+    );
+    reconcile(&fake, obj, vec![]).await?;
+    let status = applied_status(&fake)?;
+    let installed = condition(&status, "ProviderInstalled").ok_or("no ProviderInstalled")?;
+    assert_eq!(installed["reason"], reason::SECRET_NOT_FOUND);
+    let message = installed["message"].as_str().unwrap_or("");
+    assert!(message.contains("kube-system/absent"), "{message}");
+    assert!(!message.contains("cloud-admin-token"), "{message}");
+    let events = fake.writes();
+    assert!(
+        events
+            .iter()
+            .filter(|w| w.path == EVENTS)
+            .all(|w| !w.body.to_string().contains("cloud-admin-token")),
+        "{events:#?}"
+    );
+    Ok(())
+}
+
 /// The Stalled message of a reconcile of `spec`, after checking its reason.
 async fn stalled_message(
     fake: &Arc<FakeApi>,
@@ -477,16 +514,9 @@ async fn a_missing_version_names_the_configmaps_the_selector_matched()
 #[tokio::test]
 async fn missing_variables_name_the_keys_the_secret_has() -> Result<(), Box<dyn std::error::Error>>
 {
-    let fake = FakeApi::new();
     let components =
         COMPONENTS.replace("v1.0.0'}", "v1.0.0', args: ['--region=${SAMPLE_REGION}']}");
-    fake.put(
-        &format!("/api/v1/namespaces/{NS}/configmaps/sample-v1.0.0"),
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": "sample-v1.0.0", "namespace": NS,
-                            "labels": {"sample": "core", CONFIGMAP_VERSION_LABEL: "v1.0.0"}},
-               "data": {"metadata": METADATA, "components": components}}),
-    );
+    let fake = fake_with_components(&components);
     fake.put(
         &format!("/api/v1/namespaces/{NS}/secrets/vars"),
         json!({"apiVersion": "v1", "kind": "Secret",
@@ -503,6 +533,82 @@ async fn missing_variables_name_the_keys_the_secret_has() -> Result<(), Box<dyn 
         "{m}"
     );
     assert!(!m.contains("s3cr3t") && !m.contains("czNjcjN0"), "{m}");
+    Ok(())
+}
+
+/// Log lines written while the test runs (this thread's), for checking what they leave out.
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+}
+
+#[tokio::test]
+async fn a_refused_object_quoting_a_variable_hides_its_value_everywhere()
+-> Result<(), Box<dyn std::error::Error>> {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    // Everything the operator may log, even with RUST_LOG=trace.
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(crate::logging::filter(Some("trace")))
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    // Another test's thread may have cached a callsite as disabled before this subscriber
+    // existed.
+    tracing::callsite::rebuild_interest_cache();
+    // The Secret's value ends up in a label value, which the apiserver refuses and quotes.
+    let components = COMPONENTS.replace(
+        "metadata: {name: sample-controller, namespace: sample-system}",
+        "metadata: {name: sample-controller, namespace: sample-system, labels: {token: '${SAMPLE_TOKEN}'}}",
+    );
+    let fake = fake_with_components(&components);
+    fake.put(
+        &format!("/api/v1/namespaces/{NS}/secrets/vars"),
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "vars", "namespace": NS},
+               // s3cr3t/value!
+               "data": {"SAMPLE_TOKEN": "czNjcjN0L3ZhbHVlIQ=="}}),
+    );
+    fake.refuse(
+        DEPLOYMENT,
+        "Deployment.apps \"sample-controller\" is invalid: metadata.labels: Invalid value: \"s3cr3t/value!\": a valid label must consist of alphanumeric characters",
+    );
+    let spec = json!({"version": "v1.0.0", "secretName": "vars"});
+    let m = stalled_message(&fake, spec, reason::APPLY_FAILED).await?;
+    assert!(m.contains("metadata.labels: Invalid value"), "{m}");
+    assert!(!m.contains("s3cr3t"), "{m}");
+    let events: Vec<String> = fake
+        .writes()
+        .iter()
+        .filter(|w| w.path == EVENTS)
+        .map(|w| w.body.to_string())
+        .collect();
+    assert!(
+        events.iter().any(|e| e.contains("metadata.labels")),
+        "{events:#?}"
+    );
+    assert!(events.iter().all(|e| !e.contains("s3cr3t")), "{events:#?}");
+    let log = logs.text();
+    assert!(log.contains("metadata.labels"), "{log}");
+    assert!(!log.contains("s3cr3t"), "{log}");
     Ok(())
 }
 
