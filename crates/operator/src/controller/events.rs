@@ -80,6 +80,20 @@ impl Events {
         };
         recorder.publish(ev, regarding).await
     }
+
+    /// Forgets what was published about `regarding`: called once the provider is gone, so
+    /// that the memory holds only live providers however many come and go.
+    pub fn forget(&self, regarding: &ObjectReference) {
+        let object = object_key(regarding);
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        last.retain(|(o, _), _| *o != object);
+    }
+
+    /// How many (object, reason) notes are remembered.
+    #[cfg(test)]
+    pub fn remembered(&self) -> usize {
+        self.last.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
 }
 
 #[cfg(test)]

@@ -459,6 +459,7 @@ async fn finish<P: ProviderKind>(s: &Subject<'_, P>, ctx: &Ctx) -> Result<Action
     ctx.rechecks.disarm(&provider_key(p));
     ctx.rechecks.unblocked(&provider_key(p));
     ctx.written.forget(&provider_key(p));
+    ctx.recorder.forget(&s.obj.object_ref(&()));
     info!(provider = %provider_key(p), policy = %p.spec.deletion_policy, "finalizer released");
     ctx.opts
         .metrics

@@ -727,6 +727,33 @@ async fn deletion_with_nothing_left_releases_only_our_finalizer()
     Ok(())
 }
 
+#[tokio::test]
+async fn the_event_memory_forgets_providers_that_are_gone() -> Result<(), Box<dyn std::error::Error>>
+{
+    let fake = fake_with_release();
+    let ctx = ctx(&fake, vec![]);
+    for i in 0..20 {
+        let mut obj = deleting(&[FINALIZER]);
+        obj["metadata"]["uid"] = json!(format!("u-{i}"));
+        obj["spec"]["deletionPolicy"] = json!("Orphan");
+        fake.put(PROVIDER, obj);
+        reconcile::reconcile(stored_provider(&fake)?, ctx.clone()).await?;
+    }
+    // Each pass published its Orphan note and released the finalizer.
+    let posted = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path == EVENTS)
+        .count();
+    assert_eq!(posted, 20);
+    assert_eq!(
+        ctx.recorder.remembered(),
+        0,
+        "a provider gone must leave nothing behind in the event memory"
+    );
+    Ok(())
+}
+
 /// When the controller would reconcile again after `action` (None: on a change only). The
 /// field is private to kube; its Debug form is `Action { requeue_after: Some(5s) }`.
 fn requeue_after(action: &Action) -> Option<Duration> {
