@@ -13,13 +13,13 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// Memory a release takes per byte of its text while it is fetched and rendered: the fetched
 /// copies, the substituted text, the scalars' text in the parsed objects and the finalized
 /// copies. Measured with the node cost below (docs/performance.md, "The memory budget").
-pub const COST_PER_BYTE: u64 = 5;
+pub const COST_PER_BYTE: u64 = 4;
 
 /// Memory a release takes per YAML node it parses to, on top of the bytes: the JSON value, its
 /// map or list slot and the copies of the objects the render makes. A node-dense text (a list
 /// of `- 0`, 4 bytes a node) costs far more per byte than a real release. Measured (see
 /// [`COST_PER_BYTE`]).
-pub const COST_PER_NODE: u64 = 320;
+pub const COST_PER_NODE: u64 = 240;
 
 /// Bytes substitution may add to a release's text (checked while it expands, see
 /// [`ReleaseCost::limits`]): many times what real variables add (credentials, certificates,
