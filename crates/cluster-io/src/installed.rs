@@ -65,8 +65,20 @@ pub const OWNED_KINDS: &[(&str, &str, &str)] = &[
 
 /// The objects of `objects` whose kind is not among [`OWNED_KINDS`], as `Kind namespace/name`
 /// (or `Kind name`): what a release may not hold. The group, not the version, decides: a
-/// release may ship an older served version of an owned kind.
+/// release may ship an older served version of an owned kind. Custom resources of a CRD the
+/// same release ships (a provider's default configuration object) are the provider's own kind:
+/// they are allowed, and go with their CRD.
 pub fn unowned_objects(objects: &[Value]) -> Vec<String> {
+    let own_kinds: Vec<(&str, &str)> = objects
+        .iter()
+        .filter(|o| o.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition"))
+        .filter_map(|crd| {
+            Some((
+                crd.pointer("/spec/group")?.as_str()?,
+                crd.pointer("/spec/names/kind")?.as_str()?,
+            ))
+        })
+        .collect();
     objects
         .iter()
         .filter(|o| {
@@ -76,6 +88,7 @@ pub fn unowned_objects(objects: &[Value]) -> Vec<String> {
             !OWNED_KINDS
                 .iter()
                 .any(|(g, _, k)| *g == group && *k == kind)
+                && !own_kinds.contains(&(group, kind))
         })
         .map(|o| {
             let kind = o.get("kind").and_then(Value::as_str).unwrap_or("?");
@@ -168,6 +181,10 @@ mod tests {
             json!({"apiVersion": "cert-manager.io/v1", "kind": "ClusterIssuer", "metadata": {"name": "ca"}}),
             json!({"apiVersion": "apps.example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "ns"}}),
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare"}}),
+            json!({"apiVersion": "own.example.com/v1", "kind": "Setting", "metadata": {"name": "s", "namespace": "ns"}}),
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                   "metadata": {"name": "settings.own.example.com"},
+                   "spec": {"group": "own.example.com", "names": {"kind": "Setting"}}}),
         ];
         assert_eq!(unowned_objects(&objects), ["Widget ns/w", "Pod bare"]);
     }
