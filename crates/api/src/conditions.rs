@@ -44,6 +44,8 @@ pub mod reason {
     pub const DUPLICATE_NAME: &str = "DuplicateProviderName";
     /// spec.version is not a semantic version.
     pub const INCORRECT_VERSION: &str = "IncorrectVersionFormat";
+    /// The name, after the kind's prefix, does not fit the `cluster.x-k8s.io/provider` label.
+    pub const NAME_TOO_LONG: &str = "ProviderNameTooLong";
     /// The provider is not in the default list and has no fetchConfig.
     pub const UNKNOWN_PROVIDER: &str = "UnknownProvider";
     /// The core provider is missing or has not installed its release yet (the name is

@@ -82,12 +82,22 @@ pub(crate) struct CrdParts<'a> {
 /// carries the provider's name in a label.
 pub const MAX_NAME_LENGTH: usize = 63;
 
+/// The longest name of a provider of type `t`: the `cluster.x-k8s.io/provider` label value
+/// is the type's prefix and the name (`infrastructure-aws`), and must fit in a label value.
+pub fn max_name_length(t: ProviderType) -> usize {
+    MAX_NAME_LENGTH - t.label_prefix().len()
+}
+
 /// Refuses a longer name when the object is created, rather than letting every install fail
-/// later on the label.
-fn name_length_rule() -> Value {
+/// later on the label. Only on create (`optionalOldSelf`): an object made before the rule
+/// existed must still take its finalizer's removal, or it could never be deleted; the
+/// operator's preflight check reports it instead.
+fn name_length_rule(t: ProviderType) -> Value {
+    let max = max_name_length(t);
     json!({
-        "rule": format!("self.metadata.name.size() <= {MAX_NAME_LENGTH}"),
-        "message": format!("metadata.name must be at most {MAX_NAME_LENGTH} characters: every object the provider installs carries it as a label value, which cannot be longer"),
+        "rule": format!("oldSelf.hasValue() || self.metadata.name.size() <= {max}"),
+        "optionalOldSelf": true,
+        "message": format!("metadata.name must be at most {max} characters for kind {}: every object the provider installs carries it, after the prefix {:?}, in the label cluster.x-k8s.io/provider, whose value cannot be longer than {MAX_NAME_LENGTH}", t.kind(), t.label_prefix()),
     })
 }
 
@@ -124,7 +134,7 @@ pub(crate) fn provider_crd(p: CrdParts<'_>) -> Result<CustomResourceDefinition, 
                 "schema": { "openAPIV3Schema": {
                     "description": p.description,
                     "type": "object",
-                    "x-kubernetes-validations": [name_length_rule()],
+                    "x-kubernetes-validations": [name_length_rule(t)],
                     "properties": {
                         "apiVersion": { "type": "string", "description": api_version_description },
                         "kind": { "type": "string", "description": kind_description },
@@ -196,4 +206,32 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
 /// The CRDs of all seven kinds, in install order.
 pub fn all_crds() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     ProviderType::ALL.into_iter().map(crd).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_name_of_every_kind_fills_the_label_exactly() -> Result<(), CrdError> {
+        for t in ProviderType::ALL {
+            let max = max_name_length(t);
+            assert_eq!(
+                t.manifest_label(&"p".repeat(max)).len(),
+                MAX_NAME_LENGTH,
+                "{t:?}"
+            );
+            let c = crd(t)?;
+            let rule = serde_json::to_value(&c.spec.versions[0].schema)?;
+            let text = rule.to_string();
+            assert!(
+                text.contains(&format!(
+                    "oldSelf.hasValue() || self.metadata.name.size() <= {max}"
+                )),
+                "{t:?}: {text}"
+            );
+        }
+        assert_eq!(max_name_length(ProviderType::Infrastructure), 48);
+        Ok(())
+    }
 }

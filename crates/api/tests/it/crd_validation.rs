@@ -238,9 +238,9 @@ fn invalid_objects_are_rejected_with_clear_messages() -> TestResult {
             "case {case:?}: expected {want:?} in:\n{err}"
         );
     }
-    // A name too long for the label every installed object carries is refused at once, in
-    // both APIs; 63 characters are fine.
-    let long = "p".repeat(64);
+    // A name too long for the label every installed object carries (after the kind's prefix,
+    // `infrastructure-`: 63 - 15 = 48) is refused at once, in both APIs; 48 characters are fine.
+    let long = "p".repeat(49);
     for api in [
         "management.cluster.x-k8s.io/v1alpha1",
         "operator.cluster.x-k8s.io/v1alpha2",
@@ -251,13 +251,13 @@ fn invalid_objects_are_rejected_with_clear_messages() -> TestResult {
             )
         };
         let (ok, err) = dry_run("long-name", doc(&long))?;
-        assert!(!ok, "{api}: a 64-character name was accepted");
+        assert!(!ok, "{api}: a 49-character name was accepted");
         assert!(
-            err.contains("metadata.name must be at most 63 characters"),
+            err.contains("must be at most 48 characters"),
             "{api}: {err}"
         );
-        let (ok, err) = dry_run("longest-name", doc(&long[..63]))?;
-        assert!(ok, "{api}: a 63-character name was refused: {err}");
+        let (ok, err) = dry_run("longest-name", doc(&long[..48]))?;
+        assert!(ok, "{api}: a 48-character name was refused: {err}");
     }
     // The valid forms next to them are accepted.
     let good = "version: v1.2.3-rc.1+build.5\n  manager: {debug: true}\n  fetchConfig: {oci: 'registry.example/p:v1'}";

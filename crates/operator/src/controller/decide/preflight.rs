@@ -82,6 +82,17 @@ pub fn check_objects(
             ),
         );
     }
+    let max = capi_operator_api::crd::max_name_length(me.provider_type);
+    if me.name().len() > max {
+        return fail(
+            reason::NAME_TOO_LONG,
+            format!(
+                "metadata.name must be at most {max} characters for kind {}: every object it installs carries it after {:?} in the label cluster.x-k8s.io/provider (at most 63); declare it under a shorter name",
+                me.provider_type.kind(),
+                me.provider_type.label_prefix()
+            ),
+        );
+    }
     if let Some(v) = me.spec.version.as_deref().filter(|v| !v.is_empty())
         && version::parse(v).is_none()
     {
@@ -268,6 +279,30 @@ mod tests {
             if !good {
                 assert_eq!(r.unwrap_err().reason, reason::INCORRECT_VERSION);
             }
+        }
+    }
+
+    /// A name that pushes the provider label over 63 characters is refused before any apply,
+    /// with the kind's own limit (an object created before the CRD's rule existed).
+    #[test]
+    fn a_name_too_long_for_the_provider_label_is_refused_with_the_kinds_limit() {
+        for (t, max) in [
+            (ProviderType::Infrastructure, 48),
+            (ProviderType::ControlPlane, 49),
+            (ProviderType::Core, 63),
+        ] {
+            let mut a = p(t, "a", &"n".repeat(max), 10);
+            a.spec.fetch_config = Some(Default::default());
+            assert_eq!(check_objects(&a, &[], &[]), Ok(()), "{t:?}");
+            let mut long = p(t, "a", &"n".repeat(max + 1), 10);
+            long.spec.fetch_config = Some(Default::default());
+            let f = check_objects(&long, &[], &[]).unwrap_err();
+            assert_eq!(f.reason, reason::NAME_TOO_LONG, "{t:?}");
+            assert!(
+                f.message.contains(&format!("at most {max} characters")),
+                "{}",
+                f.message
+            );
         }
     }
 
