@@ -14,8 +14,9 @@ use reqwest::Url;
 use serde::Deserialize;
 
 use super::{
-    ReleaseSource, SourceError,
+    MAX_LISTING_PAGE_BYTES, ReleaseSource, SourceError,
     http::{Http, HttpConfig, next_link, redact_url, same_origin},
+    listing::Listing,
 };
 
 /// The public GitHub API.
@@ -287,12 +288,14 @@ impl GitHubSource {
 }
 
 fn parse_json<T: serde::de::DeserializeOwned>(url: &str, body: &[u8]) -> Result<T, SourceError> {
-    serde_json::from_slice(body).map_err(|e| {
-        SourceError::Invalid(format!(
-            "{}: unexpected answer from the GitHub API: {e}",
-            redact_url(url)
-        ))
-    })
+    serde_json::from_slice(body).map_err(|e| unexpected_answer(url, &e))
+}
+
+fn unexpected_answer(url: &str, e: &serde_json::Error) -> SourceError {
+    SourceError::Invalid(format!(
+        "{}: unexpected answer from the GitHub API: {e}",
+        redact_url(url)
+    ))
 }
 
 impl ReleaseSource for GitHubSource {
@@ -300,14 +303,21 @@ impl ReleaseSource for GitHubSource {
     /// versions, pre-releases included, newest first as GitHub lists them.
     async fn list_versions(&self) -> Result<Vec<String>, SourceError> {
         let mut url = format!("{}?per_page=100", self.endpoint(&["releases"])?);
-        let mut out: Vec<String> = Vec::new();
+        let mut out = Listing::new(format!("the releases of {}", self.repository()));
         for page in 1..=MAX_PAGES {
-            let resp = self.http.get(&url, "application/vnd.github+json").await?;
-            let releases: Vec<ReleaseJson> = parse_json(&url, &resp.body)?;
+            let resp = self
+                .http
+                .get_limited(&url, "application/vnd.github+json", MAX_LISTING_PAGE_BYTES)
+                .await?;
+            let releases: Vec<ReleaseJson> = out
+                .parse_page(resp.body)
+                .await?
+                .map_err(|e| unexpected_answer(&url, &e))?;
+            out.expect_entries(releases.len())?;
             for r in releases {
                 if r.draft
+                    || out.has(&r.tag_name)
                     || capi_components::version::parse(&r.tag_name).is_none()
-                    || out.contains(&r.tag_name)
                 {
                     continue;
                 }
@@ -337,7 +347,7 @@ impl ReleaseSource for GitHubSource {
                 }
             }
         }
-        Ok(out)
+        Ok(out.into_versions())
     }
 
     async fn fetch_file(&self, version: &str, file: &str) -> Result<Vec<u8>, SourceError> {

@@ -308,12 +308,24 @@ impl Http {
 
     /// GETs `url` with `accept`, retrying temporary failures with exponential backoff.
     pub async fn get(&self, url: &str, accept: &str) -> Result<Response, SourceError> {
+        self.get_limited(url, accept, self.config.max_bytes).await
+    }
+
+    /// [`Http::get`] with a lower size limit for this answer (the configured one still applies
+    /// when it is lower): listings are refused well before a file would be.
+    pub async fn get_limited(
+        &self,
+        url: &str,
+        accept: &str,
+        limit: usize,
+    ) -> Result<Response, SourceError> {
+        let limit = limit.min(self.config.max_bytes);
         let shown = redact_url(url);
         let mut delay = self.config.initial_backoff;
         let mut attempt = 1;
         loop {
             tracing::debug!(url = %shown, attempt, "GET");
-            match self.get_once(url, &shown, accept).await {
+            match self.get_once(url, &shown, accept, limit).await {
                 Err(e @ SourceError::Transient { .. }) if attempt < self.config.attempts => {
                     tracing::info!(url = %shown, attempt, error = %e, retry_in = ?delay, "retrying");
                     tokio::time::sleep(delay).await;
@@ -330,6 +342,7 @@ impl Http {
         url: &str,
         shown: &str,
         accept: &str,
+        limit: usize,
     ) -> Result<Response, SourceError> {
         let mut req = self.client.get(url).header("Accept", accept);
         match &self.credentials {
@@ -344,7 +357,6 @@ impl Http {
         if !status.is_success() {
             return Err(status_error(shown, status, &headers));
         }
-        let limit = self.config.max_bytes;
         let too_large = || SourceError::TooLarge {
             what: shown.to_string(),
             limit,

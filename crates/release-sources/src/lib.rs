@@ -14,6 +14,20 @@ use std::future::Future;
 /// Largest file accepted from any source, after decompression (bytes).
 pub const MAX_FILE_BYTES: usize = 32 * 1024 * 1024;
 
+/// Most versions one listing of a source may hold, all pages together. Real providers publish
+/// a few hundred releases; a listing beyond this is refused rather than walked, because every
+/// later step (choosing "latest", the note of what was found instead) works on the whole list
+/// on the operator's event loop, and a release server must not be able to stall it.
+pub const MAX_LISTED_VERSIONS: usize = 10_000;
+
+/// Largest answer accepted for one page of a listing (bytes). A GitHub page of 100 releases
+/// with long notes and many assets stays well under it; a page beyond it is not a listing.
+pub const MAX_LISTING_PAGE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Most bytes read for one listing, all pages together: bounds the memory and parsing a
+/// listing costs however a server paginates.
+pub const MAX_LISTING_BYTES: usize = 64 * 1024 * 1024;
+
 /// Why a source could not answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SourceError {
@@ -49,6 +63,16 @@ pub enum SourceError {
         /// What was being fetched.
         what: String,
         /// The limit.
+        limit: usize,
+    },
+    /// A listing holding more versions than [`MAX_LISTED_VERSIONS`].
+    #[error(
+        "{what} holds more than {limit} versions (the operator's bound on one listing); the listing is refused"
+    )]
+    TooManyVersions {
+        /// What was being listed.
+        what: String,
+        /// The bound exceeded.
         limit: usize,
     },
     /// The source configuration or the answer is malformed.
@@ -133,6 +157,7 @@ pub mod fetch_config;
 pub mod github;
 pub mod gitlab;
 pub mod http;
+mod listing;
 pub mod local;
 pub mod oci;
 pub mod repository;

@@ -14,7 +14,7 @@ use super::{
     invalid,
     reference::parse_digest,
 };
-use crate::http::next_link;
+use crate::{MAX_LISTING_PAGE_BYTES, http::next_link, listing::Listing};
 
 impl Registry {
     pub(super) async fn list_tags(&self) -> Result<Vec<String>, SourceError> {
@@ -25,23 +25,27 @@ impl Registry {
         }
         let what = format!("tags of {}", self.name());
         let mut url = self.url("tags/list")?;
-        let mut out = Vec::new();
+        let mut out = Listing::new(what.clone());
         for _ in 0..MAX_TAG_PAGES {
-            let answer = self
+            let mut answer = self
                 .call(&Call {
                     method: Method::GET,
                     url: url.clone(),
                     accept: Some("application/json"),
                     content_type: None,
                     body: None,
-                    limit: self.config.max_manifest_bytes,
+                    limit: self.config.max_manifest_bytes.min(MAX_LISTING_PAGE_BYTES),
                     access: Access::Pull,
                     what: &what,
                 })
                 .await?;
-            let page: Tags = serde_json::from_slice(&answer.body)
+            let page: Tags = out
+                .parse_page(std::mem::take(&mut answer.body))
+                .await?
                 .map_err(|e| invalid(format!("{what}: unexpected answer: {e}")))?;
-            out.extend(page.tags.unwrap_or_default());
+            let tags = page.tags.unwrap_or_default();
+            out.expect_entries(tags.len())?;
+            tags.into_iter().for_each(|t| out.push(t));
             // Registries send relative links; pagination never leaves the registry.
             match next_link(&answer.headers).and_then(|n| answer.url.join(&n).ok()) {
                 Some(next) if origin(&next) == origin(&self.base) => url = next,
@@ -52,7 +56,7 @@ impl Registry {
                 None => break,
             }
         }
-        Ok(out)
+        Ok(out.into_versions())
     }
 
     /// The manifest `reference` (tag or digest) names, descending into an index.
