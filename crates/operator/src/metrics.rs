@@ -300,7 +300,8 @@ pub fn fetch_error_class(e: &capi_release_sources::SourceError) -> &'static str 
         E::RateLimited(_) => "RateLimited",
         E::Unauthorized(_) => "Unauthorized",
         E::Transient { .. } => "Transient",
-        E::TooLarge { .. } => "TooLarge",
+        // A listing over its count bound is too large too: the label set stays as documented.
+        E::TooLarge { .. } | E::TooManyVersions { .. } => "TooLarge",
         E::Invalid(_) => "Invalid",
     }
 }

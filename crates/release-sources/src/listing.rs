@@ -83,23 +83,15 @@ impl Listing {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
-
     use super::*;
 
     #[tokio::test]
-    async fn a_huge_page_is_refused_by_count_quickly() {
+    async fn a_page_over_the_bound_is_refused_by_count() {
         let tags: Vec<String> = (0..100_000).map(|i| format!("v0.{i}.0")).collect();
         let body = serde_json::to_vec(&tags).expect("json");
         let mut l = Listing::new("tags of r");
-        let start = Instant::now();
         let page: Vec<String> = l.parse_page(body).await.expect("read").expect("parse");
         let e = l.expect_entries(page.len()).expect_err("over the bound");
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "{:?}",
-            start.elapsed()
-        );
         assert_eq!(
             e.to_string(),
             format!(
@@ -108,11 +100,11 @@ mod tests {
         );
     }
 
+    /// 100,000 versions listed twice keep the first order and each once (a quadratic
+    /// de-duplication took minutes here in a debug build).
     #[test]
-    fn dedupe_is_linear() {
-        // Quadratic de-duplication of this many versions takes minutes in a debug build.
+    fn a_version_listed_twice_is_kept_once_in_first_order() {
         let mut l = Listing::new("r");
-        let start = Instant::now();
         for round in 0..2 {
             for i in 0..100_000 {
                 if round == 0 || !l.has(&format!("v{i}")) {
@@ -123,11 +115,6 @@ mod tests {
         let v = l.into_versions();
         assert_eq!(v.len(), 100_000);
         assert_eq!(v.first().map(String::as_str), Some("v0"));
-        assert!(
-            start.elapsed() < Duration::from_secs(2),
-            "{:?}",
-            start.elapsed()
-        );
     }
 
     #[tokio::test]
