@@ -10,6 +10,7 @@ use std::{
 };
 
 use futures::FutureExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta},
@@ -20,6 +21,7 @@ use kube::{
         watcher,
     },
 };
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
@@ -36,6 +38,55 @@ pub fn selector() -> watcher::Config {
     watcher::Config::default()
         .labels(capi_operator_api::OWNER_KIND_LABEL)
         .any_semantic()
+}
+
+/// Annotations the operator reads on installed objects although its apply may not have written
+/// them: the certificate a cert-manager-issued Secret belongs to, and a paused Deployment's
+/// replicas.
+const READ_ANNOTATIONS: [&str; 2] = [
+    "cert-manager.io/certificate-name",
+    capi_operator_api::ORIGINAL_REPLICAS_ANNOTATION,
+];
+
+/// What a label key must contain for the operator to keep it though its apply did not write
+/// it: its own labels (owner, hashes) and those of cluster-api-operator's objects it takes over.
+const READ_LABELS: &str = "cluster.x-k8s.io";
+
+/// Shrinks the cached metadata of an installed object to what the operator reads, before the
+/// cache keeps it: anyone who may create a labelled object decides its size, so keeping it whole
+/// would let a tenant grow the operator's memory at will. Kept: the labels and annotations the
+/// operator's own apply owns (drift repair compares them with what it declared), those of
+/// [`READ_LABELS`] and [`READ_ANNOTATIONS`], and every managedFields entry but with the fields
+/// only of the operator's own (the others are read for their manager and time only).
+pub fn slim(meta: &mut ObjectMeta) {
+    let ours: Vec<Value> = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.manager.as_deref() == Some(super::apply::FIELD_MANAGER))
+        .filter(|m| m.subresource.as_deref().is_none_or(str::is_empty))
+        .filter_map(|m| m.fields_v1.as_ref().map(|f| f.0.clone()))
+        .collect();
+    let owned = |field: &str, key: &str| {
+        let (path, key) = (format!("/f:metadata/f:{field}"), format!("f:{key}"));
+        ours.iter().any(|f| {
+            f.pointer(&path)
+                .and_then(Value::as_object)
+                .is_some_and(|m| m.contains_key(&key))
+        })
+    };
+    if let Some(labels) = meta.labels.as_mut() {
+        labels.retain(|k, _| k.contains(READ_LABELS) || owned("labels", k));
+    }
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations
+            .retain(|k, _| READ_ANNOTATIONS.contains(&k.as_str()) || owned("annotations", k));
+    }
+    for m in meta.managed_fields.iter_mut().flatten() {
+        if m.manager.as_deref() != Some(super::apply::FIELD_MANAGER) {
+            m.fields_v1 = None;
+        }
+    }
 }
 
 /// One watched kind of installed objects.
@@ -212,7 +263,10 @@ fn watch(w: &Watching, ar: ApiResource, namespaced: bool) -> OwnedKind {
     let writer = reflector::store::Writer::new(ar.clone());
     let store = writer.as_reader();
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(w.client.clone(), &ar);
-    let events = watcher(api, selector()).default_backoff().reflect(writer);
+    let events = watcher(api, selector())
+        .default_backoff()
+        .modify(|o| slim(&mut o.metadata))
+        .reflect(writer);
     let (index, resource) = (w.index.clone(), Arc::new(ar.clone()));
     let task = tokio::spawn(route(events, w.triggers.clone(), move |ev| {
         index
@@ -294,6 +348,7 @@ fn burst(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn only_crds_of_owned_groups_are_followed() {
@@ -307,5 +362,91 @@ mod tests {
         );
         assert_eq!(owned_group_of_crd("clusters.cluster.x-k8s.io"), None);
         assert_eq!(owned_group_of_crd("certificates"), None);
+    }
+
+    fn meta(v: serde_json::Value) -> ObjectMeta {
+        serde_json::from_value(v).unwrap_or_default()
+    }
+
+    /// A tenant's object with forged owner labels and a 100 KiB annotation: what the cache keeps
+    /// of it is a few hundred bytes, whatever it carries.
+    #[test]
+    fn a_labelled_object_is_cached_at_the_size_of_what_the_operator_reads() {
+        let big = "x".repeat(100 * 1024);
+        let mut m = meta(serde_json::json!({
+            "name": "bait", "namespace": "tenant",
+            "labels": {capi_operator_api::OWNER_KIND_LABEL: "CoreProvider",
+                       capi_operator_api::OWNER_NAME_LABEL: "cluster-api",
+                       capi_operator_api::OWNER_NAMESPACE_LABEL: "capi-system",
+                       "padding": big.clone()},
+            "annotations": {"padding": big.clone()},
+            "managedFields": [{"manager": "kubectl", "operation": "Update",
+                               "fieldsType": "FieldsV1", "time": "2026-01-01T00:00:00Z",
+                               "fieldsV1": {"f:data": {big.clone(): {}}}}]
+        }));
+        slim(&mut m);
+        let size = serde_json::to_vec(&m)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        assert!(size < 1024, "slimmed metadata still holds {size} bytes");
+        let labels = m.labels.unwrap_or_default();
+        assert!(capi_operator_api::owner::owner_of(&labels).is_some());
+        assert!(!labels.contains_key("padding"));
+        let managers: Vec<_> = m
+            .managed_fields
+            .iter()
+            .flatten()
+            .map(|f| &f.manager)
+            .collect();
+        assert_eq!(managers, [&Some("kubectl".to_string())]);
+    }
+
+    /// What the operator applied keeps what drift repair, pruning and wakes read: the same
+    /// [`super::super::apply::Live`] as unslimmed, the issuing certificate of a Secret.
+    #[test]
+    fn slimming_keeps_what_drift_repair_reads() {
+        let ours = super::super::apply::FIELD_MANAGER;
+        let mut m = meta(serde_json::json!({
+            "name": "w", "namespace": "capi-system", "resourceVersion": "7", "generation": 2,
+            "labels": {capi_operator_api::APPLIED_HASH_LABEL: "h", "app": "w", "extra": "e"},
+            "annotations": {"declared": "d", "cert-manager.io/certificate-name": "c",
+                            "someone-elses": "s"},
+            "managedFields": [
+                {"manager": ours, "operation": "Apply", "fieldsType": "FieldsV1",
+                 "time": "2026-01-01T00:00:01Z",
+                 "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}},
+                                             "f:annotations": {"f:declared": {}}}}},
+                {"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1",
+                 "time": "2026-01-01T00:00:00Z",
+                 "fieldsV1": {"f:metadata": {"f:labels": {"f:extra": {}}}}}]
+        }));
+        let before = super::super::apply::Live::of(&m);
+        slim(&mut m);
+        let after = super::super::apply::Live::of(&m);
+        assert_eq!(
+            (
+                &after.rv,
+                after.generation,
+                &after.writers,
+                after.ours_last,
+                &after.ours_fields
+            ),
+            (
+                &before.rv,
+                before.generation,
+                &before.writers,
+                before.ours_last,
+                &before.ours_fields
+            )
+        );
+        let keys = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            keys(&after.labels),
+            ["app", capi_operator_api::APPLIED_HASH_LABEL]
+        );
+        assert_eq!(
+            keys(&after.annotations),
+            ["cert-manager.io/certificate-name", "declared"]
+        );
     }
 }
