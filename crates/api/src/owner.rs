@@ -27,6 +27,21 @@ pub fn owner_key(labels: &BTreeMap<String, String>) -> Option<Owner> {
     Some((labels.get(OWNER_API_LABEL).cloned(), t, ns, name))
 }
 
+/// Whether an object in `namespace` (`None`: cluster-scoped) may claim `owner`. The operator
+/// puts every namespaced object of a provider in the provider object's own namespace, so a
+/// namespaced object elsewhere claiming it was labelled by someone else: anyone who may create
+/// a ConfigMap in their own namespace can write the labels, and such a claim must neither steer
+/// the provider's state nor get the object pruned. Cluster-scoped objects take cluster-wide
+/// rights to create, and keep their claim.
+pub fn claim_holds(owner: &Owner, namespace: Option<&str>) -> bool {
+    namespace.is_none_or(|ns| ns == owner.2)
+}
+
+/// The [`Owner`] an object in `namespace` names, when its claim holds ([`claim_holds`]).
+pub fn owner_key_at(labels: &BTreeMap<String, String>, namespace: Option<&str>) -> Option<Owner> {
+    owner_key(labels).filter(|o| claim_holds(o, namespace))
+}
+
 /// The [`Owner`] labels of objects `p` installs carry.
 pub fn owner_of_provider(p: &AnyProvider) -> Owner {
     (
@@ -67,6 +82,26 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// A namespaced object claims a provider only from the provider's own namespace, where the
+    /// operator installs; a cluster-scoped one keeps its claim.
+    #[test]
+    fn a_namespaced_claim_holds_only_in_the_providers_namespace() {
+        let l = labels(&[
+            (OWNER_KIND_LABEL, "CoreProvider"),
+            (OWNER_NAMESPACE_LABEL, "capi-system"),
+            (OWNER_NAME_LABEL, "cluster-api"),
+        ]);
+        let core = Some((
+            None,
+            ProviderType::Core,
+            "capi-system".into(),
+            "cluster-api".into(),
+        ));
+        assert_eq!(owner_key_at(&l, Some("capi-system")), core);
+        assert_eq!(owner_key_at(&l, None), core);
+        assert_eq!(owner_key_at(&l, Some("tenant-a")), None);
     }
 
     #[test]

@@ -127,9 +127,14 @@ pub fn stale<K: Ord, R>(
 
 /// Whether an object's labels name `p` as its installer (the API label included, so a
 /// provider of the other API group with the same name never claims them).
+/// A namespaced object outside the provider's namespace never counts
+/// ([`capi_operator_api::owner::claim_holds`]): whoever labelled it there, it is not pruned,
+/// compared or deleted with the provider.
 pub fn labelled_for(obj: &Value, p: &AnyProvider) -> bool {
     let label = |k: &str| obj.pointer("/metadata/labels").and_then(|l| l.get(k));
+    let namespace = obj.pointer("/metadata/namespace").and_then(Value::as_str);
     label(capi_operator_api::OWNER_API_LABEL).and_then(Value::as_str) == p.api.owner_label()
+        && namespace.is_none_or(|ns| ns == p.namespace())
 }
 
 /// Every object of [`OWNED_KINDS`] the cluster serves that carries `p`'s owner labels, as JSON

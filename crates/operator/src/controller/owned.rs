@@ -56,9 +56,25 @@ const READ_LABELS: &str = "cluster.x-k8s.io";
 /// cache keeps it: anyone who may create a labelled object decides its size, so keeping it whole
 /// would let a tenant grow the operator's memory at will. Kept: the labels and annotations the
 /// operator's own apply owns (drift repair compares them with what it declared), those of
-/// [`READ_LABELS`] and [`READ_ANNOTATIONS`], and every managedFields entry but with the fields
-/// only of the operator's own (the others are read for their manager and time only).
+/// [`READ_LABELS`] and [`READ_ANNOTATIONS`], and the managedFields (drift repair reads who
+/// wrote what). An object whose owner claim does not hold (a namespaced object outside the
+/// provider's namespace, see [`capi_operator_api::owner::claim_holds`]) keeps its name and
+/// namespace only: it is nobody's, whatever it carries.
 pub fn slim(meta: &mut ObjectMeta) {
+    let claim = meta
+        .labels
+        .as_ref()
+        .and_then(|l| capi_operator_api::owner::owner_key_at(l, meta.namespace.as_deref()));
+    if claim.is_none() {
+        *meta = ObjectMeta {
+            name: meta.name.take(),
+            namespace: meta.namespace.take(),
+            resource_version: meta.resource_version.take(),
+            uid: meta.uid.take(),
+            ..ObjectMeta::default()
+        };
+        return;
+    }
     let ours: Vec<Value> = meta
         .managed_fields
         .iter()
@@ -82,10 +98,15 @@ pub fn slim(meta: &mut ObjectMeta) {
         annotations
             .retain(|k, _| READ_ANNOTATIONS.contains(&k.as_str()) || owned("annotations", k));
     }
-    for m in meta.managed_fields.iter_mut().flatten() {
-        if m.manager.as_deref() != Some(super::apply::FIELD_MANAGER) {
-            m.fields_v1 = None;
-        }
+}
+
+/// [`slim`] for a watched Deployment: one whose claim does not hold keeps no spec or status
+/// either (a tenant decides their size too).
+pub fn slim_deployment(d: &mut k8s_openapi::api::apps::v1::Deployment) {
+    slim(&mut d.metadata);
+    if d.metadata.labels.is_none() {
+        d.spec = None;
+        d.status = None;
     }
 }
 
@@ -368,37 +389,56 @@ mod tests {
         serde_json::from_value(v).unwrap_or_default()
     }
 
-    /// A tenant's object with forged owner labels and a 100 KiB annotation: what the cache keeps
-    /// of it is a few hundred bytes, whatever it carries.
-    #[test]
-    fn a_labelled_object_is_cached_at_the_size_of_what_the_operator_reads() {
-        let big = "x".repeat(100 * 1024);
-        let mut m = meta(serde_json::json!({
-            "name": "bait", "namespace": "tenant",
+    fn claiming(namespace: &str, big: &str) -> ObjectMeta {
+        meta(serde_json::json!({
+            "name": "bait", "namespace": namespace,
             "labels": {capi_operator_api::OWNER_KIND_LABEL: "CoreProvider",
                        capi_operator_api::OWNER_NAME_LABEL: "cluster-api",
                        capi_operator_api::OWNER_NAMESPACE_LABEL: "capi-system",
-                       "padding": big.clone()},
-            "annotations": {"padding": big.clone()},
+                       "padding": big},
+            "annotations": {"padding": big},
             "managedFields": [{"manager": "kubectl", "operation": "Update",
                                "fieldsType": "FieldsV1", "time": "2026-01-01T00:00:00Z",
-                               "fieldsV1": {"f:data": {big.clone(): {}}}}]
-        }));
+                               "fieldsV1": {"f:data": {"f:key": {}}}}]
+        }))
+    }
+
+    /// A tenant's object in its own namespace with forged owner labels and 100 KiB of padding:
+    /// the cache keeps its name and namespace only, and it claims nothing.
+    #[test]
+    fn a_claim_from_outside_the_providers_namespace_is_cached_as_nobodys() {
+        let big = "x".repeat(100 * 1024);
+        let mut m = claiming("tenant", &big);
         slim(&mut m);
         let size = serde_json::to_vec(&m)
             .map(|v| v.len())
             .unwrap_or(usize::MAX);
-        assert!(size < 1024, "slimmed metadata still holds {size} bytes");
-        let labels = m.labels.unwrap_or_default();
+        assert!(size < 256, "slimmed metadata still holds {size} bytes");
+        assert_eq!(m.labels, None);
+        assert_eq!(
+            (m.name.as_deref(), m.namespace.as_deref()),
+            (Some("bait"), Some("tenant"))
+        );
+    }
+
+    /// In the provider's namespace the claim holds: the owner labels and who wrote what stay,
+    /// labels and annotations no one but others wrote go.
+    #[test]
+    fn a_claim_in_the_providers_namespace_keeps_what_the_operator_reads() {
+        let big = "x".repeat(100 * 1024);
+        let mut m = claiming("capi-system", &big);
+        slim(&mut m);
+        let labels = m.labels.clone().unwrap_or_default();
         assert!(capi_operator_api::owner::owner_of(&labels).is_some());
         assert!(!labels.contains_key("padding"));
+        assert!(m.annotations.unwrap_or_default().is_empty());
         let managers: Vec<_> = m
             .managed_fields
             .iter()
             .flatten()
-            .map(|f| &f.manager)
+            .map(|f| (f.manager.clone(), f.fields_v1.is_some()))
             .collect();
-        assert_eq!(managers, [&Some("kubectl".to_string())]);
+        assert_eq!(managers, [(Some("kubectl".to_string()), true)]);
     }
 
     /// What the operator applied keeps what drift repair, pruning and wakes read: the same
@@ -408,7 +448,10 @@ mod tests {
         let ours = super::super::apply::FIELD_MANAGER;
         let mut m = meta(serde_json::json!({
             "name": "w", "namespace": "capi-system", "resourceVersion": "7", "generation": 2,
-            "labels": {capi_operator_api::APPLIED_HASH_LABEL: "h", "app": "w", "extra": "e"},
+            "labels": {capi_operator_api::APPLIED_HASH_LABEL: "h", "app": "w", "extra": "e",
+                       capi_operator_api::OWNER_KIND_LABEL: "CoreProvider",
+                       capi_operator_api::OWNER_NAME_LABEL: "cluster-api",
+                       capi_operator_api::OWNER_NAMESPACE_LABEL: "capi-system"},
             "annotations": {"declared": "d", "cert-manager.io/certificate-name": "c",
                             "someone-elses": "s"},
             "managedFields": [
@@ -442,8 +485,16 @@ mod tests {
         let keys = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>();
         assert_eq!(
             keys(&after.labels),
-            ["app", capi_operator_api::APPLIED_HASH_LABEL]
+            [
+                "app",
+                capi_operator_api::APPLIED_HASH_LABEL,
+                capi_operator_api::OWNER_KIND_LABEL,
+                capi_operator_api::OWNER_NAME_LABEL,
+                capi_operator_api::OWNER_NAMESPACE_LABEL
+            ]
         );
+        // What other managers wrote stays: it tells the entries they added (issue 45 item 7).
+        assert_eq!(after.others, before.others);
         assert_eq!(
             keys(&after.annotations),
             ["cert-manager.io/certificate-name", "declared"]

@@ -411,8 +411,9 @@ async fn watch_installed(
 ) -> OwnedKinds {
     let owned = OwnedKinds::new(client.clone(), triggers.clone(), index.clone());
     owned.discover(None).await;
-    let events =
-        watcher(Api::<Deployment>::all(client.clone()), owned::selector()).default_backoff();
+    let events = watcher(Api::<Deployment>::all(client.clone()), owned::selector())
+        .default_backoff()
+        .modify(owned::slim_deployment);
     let index = index.clone();
     tasks.push(route(events, triggers.clone(), move |ev| {
         index.feed_deployment(ev).into_iter().collect()

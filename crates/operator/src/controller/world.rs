@@ -26,7 +26,7 @@ use super::{
 };
 use capi_cluster_io::provider_kind::ProviderKind;
 pub use capi_operator_api::owner::owned_by;
-use capi_operator_api::owner::{Owner, owner_key, owner_of_provider};
+use capi_operator_api::owner::{Owner, owner_key_at, owner_of_provider};
 
 /// Providers as the index holds them: a shared list that a query hands out without copying
 /// (cloning it copies a pointer). It reads as a slice; iterating it by value yields copies.
@@ -370,7 +370,11 @@ impl Index {
         let target = self.write().installed.apply(kind, ev, |o| {
             let key = key_of(&resource.group, &resource.kind, &o.metadata);
             let e = Entry {
-                owner: o.metadata.labels.as_ref().and_then(owner_key),
+                owner: o
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| owner_key_at(l, o.metadata.namespace.as_deref())),
                 wakes: wake::what_wakes_for_installed(generation_kind, &o.metadata),
                 value: Installed {
                     resource: resource.clone(),
@@ -389,7 +393,11 @@ impl Index {
         let kind = ("apps".to_string(), "Deployment".to_string());
         let target = self.write().deployments.apply(kind, ev, |d| {
             let e = Entry {
-                owner: d.metadata.labels.as_ref().and_then(owner_key),
+                owner: d
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| owner_key_at(l, d.metadata.namespace.as_deref())),
                 wakes: wake::what_wakes_for_a_deployment(d),
                 value: Arc::new(d.clone()),
             };

@@ -31,4 +31,5 @@ mod safety_discovery;
 mod secrets;
 mod specification;
 mod support;
+mod tenant;
 mod upgrade_real;
