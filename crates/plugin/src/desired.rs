@@ -237,19 +237,78 @@ async fn live_deployments(
 pub struct RenderArgs {
     #[command(flatten)]
     target: Target,
+    /// Print the values of rendered Secrets (by default each is replaced by "(redacted)", as
+    /// `diff` does: the output goes to terminals, CI logs and pull requests).
+    #[arg(long)]
+    show_secrets: bool,
 }
 
 /// Runs `render`: prints the objects the operator would apply.
 pub async fn run_render(args: &RenderArgs, cluster: &Cluster) -> anyhow::Result<()> {
     let (p, live) = provider(cluster, &args.target).await?;
     let installed = installed_version(live.as_ref());
-    let desired = render(cluster, &p, installed, &args.target).await?;
+    let mut desired = render(cluster, &p, installed, &args.target).await?;
+    if !args.show_secrets {
+        let masked = mask_secrets(&mut desired.objects);
+        if masked > 0 {
+            eprintln!(
+                "render: {masked} Secret value(s) shown as {}; --show-secrets prints them",
+                crate::diff::REDACTED
+            );
+        }
+    }
     print!("{}", capi_yaml::to_multi_doc(&desired.objects)?);
     Ok(())
+}
+
+/// Replaces every value of the Secrets among `objects` (`data` and `stringData`) by
+/// [`crate::diff::REDACTED`]; how many were replaced.
+fn mask_secrets(objects: &mut [Value]) -> usize {
+    let mut masked = 0;
+    for o in objects
+        .iter_mut()
+        .filter(|o| o.get("kind").and_then(Value::as_str) == Some("Secret"))
+    {
+        for field in ["data", "stringData"] {
+            for v in o
+                .get_mut(field)
+                .and_then(Value::as_object_mut)
+                .into_iter()
+                .flat_map(|m| m.values_mut())
+            {
+                *v = Value::String(crate::diff::REDACTED.into());
+                masked += 1;
+            }
+        }
+    }
+    masked
 }
 
 /// The version the operator installed for the provider object `live`.
 pub fn installed_version(live: Option<&AnyProvider>) -> Option<&str> {
     live.and_then(|l| l.status.as_ref())
         .and_then(|s| s.installed_version.as_deref())
+}
+
+#[cfg(test)]
+mod mask_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Both fields of a rendered Secret are masked, every other object is printed as rendered.
+    #[test]
+    fn render_masks_every_value_of_rendered_secrets_only() {
+        let mut objects = vec![
+            json!({"kind": "Secret", "data": {"a": "c2VjcmV0"}, "stringData": {"b": "plain"}}),
+            json!({"kind": "ConfigMap", "data": {"c": "kept"}}),
+        ];
+        assert_eq!(mask_secrets(&mut objects), 2);
+        assert_eq!(
+            objects,
+            vec![
+                json!({"kind": "Secret", "data": {"a": "(redacted)"}, "stringData": {"b": "(redacted)"}}),
+                json!({"kind": "ConfigMap", "data": {"c": "kept"}}),
+            ]
+        );
+    }
 }

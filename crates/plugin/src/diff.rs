@@ -8,6 +8,8 @@
 
 mod classify;
 
+pub use classify::REDACTED;
+
 use std::collections::BTreeSet;
 
 use anyhow::Context;

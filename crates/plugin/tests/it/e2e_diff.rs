@@ -109,13 +109,17 @@ async fn diff_against_the_operators_install() -> TestResult {
     let diff = |args: &[&str]| plugin_env(Some(cluster), args, &[]);
     let same = diff(&["diff", "cluster-api"])?;
     assert_eq!((same.code, same.stdout.as_str()), (0, ""), "{}", same.all());
-    // render reads the release from the ConfigMaps, the variables from the Secret.
+    // render reads the release from the ConfigMaps, the variables from the Secret; a rendered
+    // Secret's values are masked unless --show-secrets.
     let rendered = plugin_ok(Some(cluster), &["render", "cluster-api"])?;
-    rendered.expect_out(&[
-        "kind: Deployment",
-        "name: sample-token",
-        "first-token-value",
-    ])?;
+    rendered.expect_out(&["kind: Deployment", "name: sample-token", "(redacted)"])?;
+    assert!(
+        !rendered.stdout.contains("first-token-value"),
+        "render printed a Secret value:\n{}",
+        rendered.stdout
+    );
+    let shown = plugin_ok(Some(cluster), &["render", "cluster-api", "--show-secrets"])?;
+    shown.expect_out(&["name: sample-token", "first-token-value"])?;
     step("diff of itself and render");
 
     // A new version: an object no longer released is pruned, a CRD serves and stores a new
