@@ -201,7 +201,7 @@ async fn refused_then_planned(
     for step in [
         "1. declare CoreProvider capi-system/cluster-api on the target",
         "wait until 4 provider(s) are Ready on the target",
-        "clusterctl move the Clusters of namespace(s) workload",
+        "clusterctl move the Cluster API objects of namespace(s) workload",
         "retire CoreProvider capi-system/cluster-api on the source",
     ] {
         assert!(out.contains(step), "no {step:?} in the plan:\n{out}");
