@@ -21,6 +21,8 @@
 //! test; reconciliation of a moved workload by real managers is not shown here (see the user
 //! guide's "Moving a management cluster" for why the in-memory backend cannot show it).
 
+mod v1beta1_source;
+
 use crate::{clusterctl::*, support};
 
 use std::time::{Duration, Instant};
