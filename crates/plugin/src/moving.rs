@@ -4,6 +4,12 @@
 //! `clusterctl move` takes the Clusters with everything they own; then each source provider is
 //! retired: `deletionPolicy: Orphan`, its object deleted, its managers scaled to zero.
 //!
+//! What `clusterctl move` takes is listed at whatever version the source serves (see
+//! [`movables`]); a listing that fails stops `move` before any write. Retiring happens only
+//! after a fresh listing finds none of it left on the source. What a provider reads is created
+//! on the target, never overwritten: a same-named Secret or ConfigMap holding other data there
+//! refuses the move before anything is written.
+//!
 //! The decisions live in [`plan`] (no client); this module reads both clusters into
 //! [`plan::Sides`], prints or runs the plan, and writes. Every step is planned from what the
 //! clusters hold, so a rerun after an interruption continues where the last one stopped.
@@ -16,18 +22,29 @@ use anyhow::{Context, bail};
 use capi_operator_api::{
     AnyProvider, OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL, ProviderType,
 };
-use k8s_openapi::api::{
-    apps::v1::Deployment,
-    core::v1::{ConfigMap, Namespace, Secret},
+use k8s_openapi::{
+    api::{
+        apps::v1::Deployment,
+        core::v1::{ConfigMap, Namespace, Secret},
+    },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
     Api,
-    api::{DeleteParams, ListParams, Patch, PatchParams},
+    api::{
+        ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams,
+        PostParams,
+    },
+    discovery,
+    error::DiscoveryError,
 };
 use serde_json::{Value, json};
 
 use crate::cluster::{Cluster, ClusterFlags, FIELD_MANAGER, describe, provider_resource};
-use plan::{Declared, Key, Sides, Step};
+use plan::{Declared, Key, Movable, Sides, Step};
+
+/// The API group of Cluster API's Cluster kind.
+const CLUSTER_API_GROUP: &str = "cluster.x-k8s.io";
 
 /// `kubectl capi-providers move`.
 #[derive(clap::Args, Debug)]
@@ -38,8 +55,9 @@ pub struct Args {
     /// Context of the target's kubeconfig (default: its current context).
     #[arg(long, value_name = "NAME")]
     pub to_context: Option<String>,
-    /// Move only the Clusters of this namespace (default: every namespace holding one). The
-    /// source's providers are retired only when no Cluster is left on the source.
+    /// Move only this namespace (default: every namespace holding a Cluster, ClusterClass,
+    /// ClusterResourceSet or object labelled clusterctl.cluster.x-k8s.io/move). The source's
+    /// providers are retired only when none of these is left on the source.
     #[arg(long, short = 'n', value_name = "NAMESPACE")]
     pub namespace: Option<String>,
     /// The clusterctl binary (v1.12 or newer); default: $CLUSTERCTL, then `clusterctl` on PATH.
@@ -78,6 +96,7 @@ pub async fn run(args: &Args, flags: &ClusterFlags) -> anyhow::Result<()> {
             );
         }
     };
+    let prepared = prepare(&plan, &source, &target, &objects).await?;
     let clusterctl = clusterctl_path(args);
     if plan.steps.iter().any(|s| matches!(s, Step::Move(_))) {
         let core = objects
@@ -88,7 +107,9 @@ pub async fn run(args: &Args, flags: &ClusterFlags) -> anyhow::Result<()> {
         plan::clusterctl_fits(&version, core).map_err(anyhow::Error::msg)?;
     }
     if plan.steps.is_empty() && plan.kept.is_none() {
-        say!("nothing to move: the source declares no providers and holds no Clusters");
+        say!(
+            "nothing to move: the source declares no providers and holds nothing clusterctl moves"
+        );
         return Ok(());
     }
     for (i, step) in plan.steps.iter().enumerate() {
@@ -100,39 +121,91 @@ pub async fn run(args: &Args, flags: &ClusterFlags) -> anyhow::Result<()> {
     if args.dry_run {
         return Ok(());
     }
-    for step in &plan.steps {
-        run_step(step, args, &source, &target, &objects, &clusterctl, flags).await?;
-    }
+    execute(&plan, args, flags, (&source, &target), &objects, &prepared).await?;
     say!("moved");
     Ok(())
 }
 
-async fn run_step(
-    step: &Step,
-    args: &Args,
+/// What each provider to declare reads, compared with the target before anything is written
+/// (also for `--dry-run`): a differing Secret or ConfigMap, or a selector selecting every
+/// ConfigMap, refuses the whole move.
+async fn prepare(
+    plan: &plan::Plan,
     source: &Cluster,
     target: &Cluster,
     objects: &[AnyProvider],
-    clusterctl: &PathBuf,
-    flags: &ClusterFlags,
-) -> anyhow::Result<()> {
-    let object = |k: &Key| {
-        objects
-            .iter()
-            .find(|p| key_of(p) == *k)
-            .with_context(|| format!("{k} is no longer on the source"))
-    };
-    match step {
-        Step::Declare(k) => declare(source, target, object(k)?).await,
-        Step::WaitReady(keys) => wait_ready(target, keys, args.timeout).await,
-        Step::Move(namespaces) => {
-            for ns in namespaces {
-                clusterctl_move(clusterctl, args, flags, ns)?;
+) -> anyhow::Result<BTreeMap<Key, Inputs>> {
+    let mut prepared = BTreeMap::new();
+    let mut refusals = Vec::new();
+    for step in &plan.steps {
+        if let Step::Declare(k) = step {
+            match inputs(source, target, provider_of(objects, k)?).await? {
+                Ok(i) => {
+                    prepared.insert(k.clone(), i);
+                }
+                Err(r) => refusals.extend(r),
             }
-            Ok(())
         }
-        Step::Retire(k) => retire(source, object(k)?, args.timeout).await,
     }
+    if !refusals.is_empty() {
+        for r in &refusals {
+            eprintln!("move: refused: {r}");
+        }
+        bail!(
+            "{} reason(s) to refuse; nothing was changed",
+            refusals.len()
+        );
+    }
+    Ok(prepared)
+}
+
+/// Runs the steps in order. Before the first retirement the source is listed again, whatever
+/// clusterctl reported: every provider stays while anything it should have moved is there.
+async fn execute(
+    plan: &plan::Plan,
+    args: &Args,
+    flags: &ClusterFlags,
+    (source, target): (&Cluster, &Cluster),
+    objects: &[AnyProvider],
+    prepared: &BTreeMap<Key, Inputs>,
+) -> anyhow::Result<()> {
+    let clusterctl = clusterctl_path(args);
+    let mut relisted = false;
+    for step in &plan.steps {
+        if matches!(step, Step::Retire(_)) && !relisted {
+            let still = movables(source)
+                .await
+                .context("listing the source again before retiring its providers")?;
+            if let Err(why) = plan::retire_allowed(&still) {
+                bail!("not retiring: {why}");
+            }
+            relisted = true;
+        }
+        match step {
+            Step::Declare(k) => {
+                let i = prepared
+                    .get(k)
+                    .with_context(|| format!("{k}: its inputs were not read"))?;
+                declare(target, provider_of(objects, k)?, i).await?;
+            }
+            Step::WaitReady(keys) => wait_ready(target, keys, args.timeout).await?,
+            Step::Move(namespaces) => {
+                for ns in namespaces {
+                    clusterctl_move(&clusterctl, args, flags, ns)?;
+                }
+            }
+            Step::Retire(k) => retire(source, provider_of(objects, k)?, args.timeout).await?,
+        }
+    }
+    Ok(())
+}
+
+/// The source's provider object of `k`.
+fn provider_of<'a>(objects: &'a [AnyProvider], k: &Key) -> anyhow::Result<&'a AnyProvider> {
+    objects
+        .iter()
+        .find(|p| key_of(p) == *k)
+        .with_context(|| format!("{k} is no longer on the source"))
 }
 
 fn key_of(p: &AnyProvider) -> Key {
@@ -168,16 +241,13 @@ async fn read_sides(
         .providers()
         .await
         .context("the target (install the operator there first)")?;
-    let clusters = clusters(source).await?;
-    let (to_move, left) = clusters
-        .into_iter()
-        .partition(|c| namespace.is_none_or(|ns| c.split_once('/').is_some_and(|(n, _)| n == ns)));
+    let (to_move, left) = plan::split(movables(source).await?, namespace);
     let sides = Sides {
         source: objects.iter().map(declared).collect(),
         target: target_objects.iter().map(declared).collect(),
         same_cluster: cluster_id(source).await? == cluster_id(target).await?,
-        clusters_to_move: to_move,
-        clusters_left: left,
+        to_move,
+        left,
     };
     Ok((sides, objects))
 }
@@ -192,28 +262,136 @@ async fn cluster_id(c: &Cluster) -> anyhow::Result<String> {
     Ok(ns.metadata.uid.unwrap_or_default())
 }
 
-/// `namespace/name` of every Cluster on `c` (none when Cluster API's CRDs are not served).
-async fn clusters(c: &Cluster) -> anyhow::Result<Vec<String>> {
-    let Ok(api) = c.api("cluster.x-k8s.io/v1beta2", "Cluster", None).await else {
-        return Ok(Vec::new());
-    };
-    let list = api
-        .list(&ListParams::default())
+/// The group of ClusterResourceSet.
+const ADDONS_GROUP: &str = "addons.cluster.x-k8s.io";
+/// The label clusterctl moves an object for, whatever its kind.
+const MOVE_LABEL: &str = "clusterctl.cluster.x-k8s.io/move";
+/// The label of every object a provider's release installs (CRDs included), as clusterctl and
+/// the operator set it.
+const CLUSTERCTL_LABEL: &str = "clusterctl.cluster.x-k8s.io";
+
+/// Everything on `c` that `clusterctl move` takes and that needs the providers while it is
+/// there, sorted:
+/// - Clusters and ClusterClasses (`cluster.x-k8s.io`) and ClusterResourceSets
+///   (`addons.cluster.x-k8s.io`), listed at whichever version the source serves the kind
+///   (discovery: its preferred version, else any version serving it), so a Cluster API
+///   release serving only v1beta1 counts too;
+/// - objects labelled `clusterctl.cluster.x-k8s.io/move`: Secrets, ConfigMaps, and the
+///   namespaced custom resources of every CRD labelled `clusterctl.cluster.x-k8s.io` (the
+///   providers' CRDs, the kinds clusterctl itself walks), at the CRD's storage version.
+///
+/// A group that is not served at all has none; any other failure (discovery, a list) is an
+/// error, so `move` never plans, nor retires, from a listing it could not complete.
+async fn movables(c: &Cluster) -> anyhow::Result<Vec<Movable>> {
+    let mut out = Vec::new();
+    for (group, kinds) in [
+        (CLUSTER_API_GROUP, &["Cluster", "ClusterClass"][..]),
+        (ADDONS_GROUP, &["ClusterResourceSet"][..]),
+    ] {
+        let Some(served) = served_group(c, group).await? else {
+            continue;
+        };
+        for kind in kinds {
+            if let Some(resource) = served_kind(&served, kind) {
+                out.extend(list_movable(c, &resource, None).await?);
+            }
+        }
+    }
+    for resource in [
+        ApiResource::erase::<Secret>(&()),
+        ApiResource::erase::<ConfigMap>(&()),
+    ] {
+        out.extend(list_movable(c, &resource, Some(MOVE_LABEL)).await?);
+    }
+    let crds = Api::<CustomResourceDefinition>::all(c.client.clone())
+        .list(&ListParams::default().labels(CLUSTERCTL_LABEL))
         .await
-        .context("listing Clusters")?;
-    let mut out: Vec<String> = list
-        .items
-        .iter()
-        .map(|o| {
-            format!(
-                "{}/{}",
-                o.metadata.namespace.as_deref().unwrap_or(""),
-                o.metadata.name.as_deref().unwrap_or("")
-            )
-        })
-        .collect();
+        .context("listing the providers' CRDs")?;
+    for crd in &crds.items {
+        if let Some(resource) = labelled_kind(crd) {
+            out.extend(list_movable(c, &resource, Some(MOVE_LABEL)).await?);
+        }
+    }
     out.sort();
+    out.dedup();
     Ok(out)
+}
+
+/// Every object of `resource` on `c` (those carrying `label` when given), as [`Movable`]s.
+async fn list_movable(
+    c: &Cluster,
+    resource: &ApiResource,
+    label: Option<&str>,
+) -> anyhow::Result<Vec<Movable>> {
+    let api: Api<DynamicObject> = Api::all_with(c.client.clone(), resource);
+    let params = label.map_or_else(ListParams::default, |l| ListParams::default().labels(l));
+    let list = api
+        .list_metadata(&params)
+        .await
+        .with_context(|| format!("listing {} ({})", resource.plural, resource.api_version))?;
+    Ok(list
+        .items
+        .into_iter()
+        .map(|o| Movable {
+            kind: resource.kind.clone(),
+            namespace: o.metadata.namespace.unwrap_or_default(),
+            name: o.metadata.name.unwrap_or_default(),
+        })
+        .collect())
+}
+
+/// The namespaced kind a provider CRD defines, at its storage version (read without
+/// conversion), or `None` for a cluster-scoped CRD or one serving nothing.
+fn labelled_kind(crd: &CustomResourceDefinition) -> Option<ApiResource> {
+    let spec = &crd.spec;
+    if spec.scope != "Namespaced" {
+        return None;
+    }
+    let version = spec
+        .versions
+        .iter()
+        .find(|v| v.served && v.storage)
+        .or_else(|| spec.versions.iter().find(|v| v.served))?;
+    Some(ApiResource {
+        group: spec.group.clone(),
+        version: version.name.clone(),
+        api_version: format!("{}/{}", spec.group, version.name),
+        kind: spec.names.kind.clone(),
+        plural: spec.names.plural.clone(),
+    })
+}
+
+/// The discovery of `group` on `c`; `None` only when the source does not serve the group.
+async fn served_group(c: &Cluster, group: &str) -> anyhow::Result<Option<discovery::ApiGroup>> {
+    match discovery::group(&c.client, group).await {
+        Ok(g) => Ok(Some(g)),
+        Err(e) if not_served(&e) => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("discovering the {group} API on the source")),
+    }
+}
+
+/// Whether a discovery error means the group is not served at all (so it holds nothing), as
+/// opposed to a discovery that failed (an error: nothing is planned from it).
+fn not_served(e: &kube::Error) -> bool {
+    matches!(
+        e,
+        kube::Error::Discovery(
+            DiscoveryError::MissingApiGroup(_) | DiscoveryError::EmptyApiGroup(_)
+        )
+    )
+}
+
+/// The served resource of `kind` in `group`: at the preferred version when that version holds
+/// the kind, else at the most stable version that does; `None` when no version serves it.
+fn served_kind(group: &discovery::ApiGroup, kind: &str) -> Option<ApiResource> {
+    if let Some((resource, _)) = group.recommended_kind(kind) {
+        return Some(resource);
+    }
+    group
+        .versions()
+        .flat_map(|v| group.versioned_resources(v))
+        .map(|(resource, _)| resource)
+        .find(|r| r.kind == kind)
 }
 
 /// The provider object as declared: spec, name, namespace, labels and annotations (no status,
@@ -234,49 +412,250 @@ fn declaration(p: &AnyProvider) -> anyhow::Result<Value> {
     }))
 }
 
-/// Declares `p` on the target after what it reads: its variables Secret, its additional
-/// manifests ConfigMap and the release ConfigMaps its `fetchConfig.selector` selects.
-async fn declare(source: &Cluster, target: &Cluster, p: &AnyProvider) -> anyhow::Result<()> {
-    let ns = p.namespace();
-    target.ensure_namespace(ns).await?;
-    if let Some(name) = &p.spec.secret_name {
-        let sns = p.spec.secret_namespace.as_deref().unwrap_or(ns);
-        copy_secret(source, target, sns, name).await?;
+/// What a provider reads that the target lacks, ready to be created there before the provider
+/// is declared: its variables Secret, its additional manifests ConfigMap, the release
+/// ConfigMaps its `fetchConfig.selector` selects.
+#[derive(Default)]
+struct Inputs {
+    /// The Secret to create on the target (absent there).
+    secret: Option<Secret>,
+    /// The ConfigMaps to create on the target (absent there).
+    configmaps: Vec<ConfigMap>,
+    /// How many ConfigMaps the provider reads (created or already identical on the target).
+    configmaps_read: usize,
+    /// Whether the provider reads a variables Secret.
+    reads_secret: bool,
+}
+
+/// What the target holds of one Secret or ConfigMap a provider reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnTarget {
+    /// Absent: it is created.
+    Absent,
+    /// The same data (and type): left as it is.
+    Same,
+    /// Other data (or type): `move` refuses, as overwriting it would change what the target's
+    /// own providers read.
+    Differs,
+}
+
+/// How `target` compares with the Secret copied from the source: data and type (absent type
+/// is Opaque, absent data is empty); labels and annotations are not compared.
+fn secret_on_target(source: &Secret, target: Option<&Secret>) -> OnTarget {
+    let Some(t) = target else {
+        return OnTarget::Absent;
+    };
+    let type_of = |s: &Secret| s.type_.clone().unwrap_or_else(|| "Opaque".into());
+    let same = type_of(source) == type_of(t)
+        && source.data.clone().unwrap_or_default() == t.data.clone().unwrap_or_default();
+    if same {
+        OnTarget::Same
+    } else {
+        OnTarget::Differs
     }
-    let mut configmaps: Vec<(String, String)> = Vec::new();
-    if let Some(m) = &p.spec.additional_manifests {
-        configmaps.push((
-            m.namespace.clone().unwrap_or_else(|| ns.into()),
-            m.name.clone(),
-        ));
+}
+
+/// How `target` compares with the ConfigMap copied from the source: `data` and `binaryData`.
+fn configmap_on_target(source: &ConfigMap, target: Option<&ConfigMap>) -> OnTarget {
+    let Some(t) = target else {
+        return OnTarget::Absent;
+    };
+    let same = source.data.clone().unwrap_or_default() == t.data.clone().unwrap_or_default()
+        && source.binary_data.clone().unwrap_or_default()
+            == t.binary_data.clone().unwrap_or_default();
+    if same {
+        OnTarget::Same
+    } else {
+        OnTarget::Differs
     }
-    if let Some(selector) = p
+}
+
+/// The label query of the release ConfigMaps `p` reads (`None`: no `fetchConfig.selector`):
+/// the operator's own reading of the selector, matchLabels and matchExpressions alike. A
+/// selector with neither selects every ConfigMap of the namespace; `move` refuses it rather
+/// than copy ConfigMaps no release needs (give the selector the release's labels).
+fn release_selector(p: &AnyProvider) -> Result<Option<String>, String> {
+    let Some(selector) = p
         .spec
         .fetch_config
         .as_ref()
         .and_then(|f| f.selector.as_ref())
-    {
-        let labels = selector_string(selector.match_labels.as_ref());
-        let api: Api<ConfigMap> = Api::namespaced(source.client.clone(), ns);
-        let list = api
-            .list(&ListParams::default().labels(&labels))
-            .await
-            .with_context(|| format!("listing the release ConfigMaps of {}", describe(p)))?;
-        configmaps.extend(
-            list.items
-                .iter()
-                .map(|c| (ns.to_string(), c.metadata.name.clone().unwrap_or_default())),
-        );
+    else {
+        return Ok(None);
+    };
+    let query = capi_release_sources::configmap::selector_query(selector);
+    if query.is_empty() {
+        return Err(format!(
+            "{}: fetchConfig.selector is empty and so selects every ConfigMap of namespace {}; move copies only the release ConfigMaps a selector names (give it matchLabels or matchExpressions)",
+            describe(p),
+            p.namespace()
+        ));
     }
-    for (cns, name) in &configmaps {
-        copy_configmap(source, target, cns, name).await?;
+    Ok(Some(query))
+}
+
+/// Reads what `p` reads on the source and compares it with the target, writing nothing: the
+/// inputs to create, or every reason to refuse (a selector selecting everything, a same-named
+/// Secret or ConfigMap holding other data on the target; names only, never values).
+async fn inputs(
+    source: &Cluster,
+    target: &Cluster,
+    p: &AnyProvider,
+) -> anyhow::Result<Result<Inputs, Vec<String>>> {
+    let ns = p.namespace();
+    let mut inputs = Inputs::default();
+    let mut refusals = Vec::new();
+    if let Some(name) = &p.spec.secret_name {
+        let sns = p.spec.secret_namespace.as_deref().unwrap_or(ns);
+        inputs.reads_secret = true;
+        match secret_input(source, target, sns, name).await? {
+            Ok(copy) => inputs.secret = copy,
+            Err(why) => refusals.push(format!("{}: {why}", describe(p))),
+        }
+    }
+    let mut names: Vec<(String, String)> = Vec::new();
+    if let Some(m) = &p.spec.additional_manifests {
+        names.push((
+            m.namespace.clone().unwrap_or_else(|| ns.into()),
+            m.name.clone(),
+        ));
+    }
+    match release_selector(p) {
+        Ok(None) => {}
+        Ok(Some(query)) => {
+            let list = Api::<ConfigMap>::namespaced(source.client.clone(), ns)
+                .list_metadata(&ListParams::default().labels(&query))
+                .await
+                .with_context(|| format!("listing the release ConfigMaps of {}", describe(p)))?;
+            names.extend(
+                list.items
+                    .into_iter()
+                    .map(|c| (ns.to_string(), c.metadata.name.unwrap_or_default())),
+            );
+        }
+        Err(refusal) => refusals.push(refusal),
+    }
+    for (cns, name) in names {
+        inputs.configmaps_read += 1;
+        match configmap_input(source, target, &cns, &name).await? {
+            Ok(copy) => inputs.configmaps.extend(copy),
+            Err(why) => refusals.push(format!("{}: {why}", describe(p))),
+        }
+    }
+    Ok(if refusals.is_empty() {
+        Ok(inputs)
+    } else {
+        Err(refusals)
+    })
+}
+
+/// The copy of Secret `ns/name` to create on the target (`None`: the target holds the same),
+/// or why not (the target's differs).
+async fn secret_input(
+    source: &Cluster,
+    target: &Cluster,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Result<Option<Secret>, String>> {
+    let from = Api::<Secret>::namespaced(source.client.clone(), ns)
+        .get(name)
+        .await
+        .with_context(|| format!("reading Secret {ns}/{name} on the source"))?;
+    let there = Api::<Secret>::namespaced(target.client.clone(), ns)
+        .get_opt(name)
+        .await
+        .with_context(|| format!("reading Secret {ns}/{name} on the target"))?;
+    Ok(match secret_on_target(&from, there.as_ref()) {
+        OnTarget::Absent => Ok(Some(Secret {
+            metadata: copied_meta(ns, name, from.metadata.labels, None),
+            type_: from.type_,
+            data: from.data,
+            ..Secret::default()
+        })),
+        OnTarget::Same => Ok(None),
+        OnTarget::Differs => Err(format!(
+            "Secret {ns}/{name} already exists on the target with other data or type; move does not overwrite it (make the two equal, or remove the target's)"
+        )),
+    })
+}
+
+/// The copy of ConfigMap `ns/name` to create on the target (`None`: the target holds the
+/// same), or why not (the target's differs).
+async fn configmap_input(
+    source: &Cluster,
+    target: &Cluster,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Result<Option<ConfigMap>, String>> {
+    let from = Api::<ConfigMap>::namespaced(source.client.clone(), ns)
+        .get(name)
+        .await
+        .with_context(|| format!("reading ConfigMap {ns}/{name} on the source"))?;
+    let there = Api::<ConfigMap>::namespaced(target.client.clone(), ns)
+        .get_opt(name)
+        .await
+        .with_context(|| format!("reading ConfigMap {ns}/{name} on the target"))?;
+    Ok(match configmap_on_target(&from, there.as_ref()) {
+        OnTarget::Absent => Ok(Some(ConfigMap {
+            metadata: copied_meta(ns, name, from.metadata.labels, from.metadata.annotations),
+            data: from.data,
+            binary_data: from.binary_data,
+            ..ConfigMap::default()
+        })),
+        OnTarget::Same => Ok(None),
+        OnTarget::Differs => Err(format!(
+            "ConfigMap {ns}/{name} already exists on the target with other data; move does not overwrite it (make the two equal, or remove the target's)"
+        )),
+    })
+}
+
+/// The metadata of a copy: name, namespace, labels and annotations (no server-set fields).
+fn copied_meta(
+    ns: &str,
+    name: &str,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(ns.into()),
+        labels,
+        annotations,
+        ..ObjectMeta::default()
+    }
+}
+
+/// Declares `p` on the target after creating what it reads there (`inputs`, prepared and
+/// compared before any write). Creating, never applying: an object that appeared on the
+/// target since the comparison is not overwritten (the create fails and `move` stops).
+async fn declare(target: &Cluster, p: &AnyProvider, inputs: &Inputs) -> anyhow::Result<()> {
+    target.ensure_namespace(p.namespace()).await?;
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    if let Some(s) = &inputs.secret {
+        let (ns, name) = meta_name(&s.metadata);
+        target.ensure_namespace(ns).await?;
+        Api::<Secret>::namespaced(target.client.clone(), ns)
+            .create(&params, s)
+            .await
+            .with_context(|| format!("creating Secret {ns}/{name} on the target"))?;
+    }
+    for c in &inputs.configmaps {
+        let (ns, name) = meta_name(&c.metadata);
+        target.ensure_namespace(ns).await?;
+        Api::<ConfigMap>::namespaced(target.client.clone(), ns)
+            .create(&params, c)
+            .await
+            .with_context(|| format!("creating ConfigMap {ns}/{name} on the target"))?;
     }
     target.apply(&declaration(p)?).await?;
     say!(
         "declared {} on the target ({} ConfigMap(s){})",
         describe(p),
-        configmaps.len(),
-        if p.spec.secret_name.is_some() {
+        inputs.configmaps_read,
+        if inputs.reads_secret {
             ", its variables Secret"
         } else {
             ""
@@ -285,69 +664,11 @@ async fn declare(source: &Cluster, target: &Cluster, p: &AnyProvider) -> anyhow:
     Ok(())
 }
 
-fn selector_string(labels: Option<&BTreeMap<String, String>>) -> String {
-    labels
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default()
-}
-
-/// Copies a Secret: its type, labels and data; the values go from one API to the other and are
-/// never printed.
-async fn copy_secret(
-    source: &Cluster,
-    target: &Cluster,
-    ns: &str,
-    name: &str,
-) -> anyhow::Result<()> {
-    let api: Api<Secret> = Api::namespaced(source.client.clone(), ns);
-    let s = api
-        .get(name)
-        .await
-        .with_context(|| format!("reading Secret {ns}/{name} on the source"))?;
-    target.ensure_namespace(ns).await?;
-    let obj = json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": ns, "labels": s.metadata.labels.unwrap_or_default()},
-        "type": s.type_.unwrap_or_else(|| "Opaque".into()),
-        "data": s.data.unwrap_or_default(),
-    });
-    target
-        .apply(&obj)
-        .await
-        .with_context(|| format!("writing Secret {ns}/{name} on the target"))
-}
-
-async fn copy_configmap(
-    source: &Cluster,
-    target: &Cluster,
-    ns: &str,
-    name: &str,
-) -> anyhow::Result<()> {
-    let api: Api<ConfigMap> = Api::namespaced(source.client.clone(), ns);
-    let c = api
-        .get(name)
-        .await
-        .with_context(|| format!("reading ConfigMap {ns}/{name} on the source"))?;
-    target.ensure_namespace(ns).await?;
-    let obj = json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {
-            "name": name, "namespace": ns,
-            "labels": c.metadata.labels.unwrap_or_default(),
-            "annotations": c.metadata.annotations.unwrap_or_default(),
-        },
-        "data": c.data.unwrap_or_default(),
-        "binaryData": c.binary_data.unwrap_or_default(),
-    });
-    target
-        .apply(&obj)
-        .await
-        .with_context(|| format!("writing ConfigMap {ns}/{name} on the target"))
+fn meta_name(m: &ObjectMeta) -> (&str, &str) {
+    (
+        m.namespace.as_deref().unwrap_or_default(),
+        m.name.as_deref().unwrap_or_default(),
+    )
 }
 
 /// Waits until every provider of `keys` is Ready at its declared version on the target.
@@ -431,7 +752,7 @@ fn clusterctl_move(
             "clusterctl move -n {ns} failed ({status}); run move again once the cause is fixed: it continues from here"
         );
     }
-    say!("moved the Clusters of namespace {ns}");
+    say!("clusterctl moved namespace {ns}");
     Ok(())
 }
 
@@ -542,7 +863,163 @@ mod tests {
                 "spec": {"version": "v0.2.0", "secretName": "sample-vars", "deletionPolicy": "Purge"}
             })
         );
-        assert_eq!(selector_string(p.metadata.labels.as_ref()), "team=infra");
+        Ok(())
+    }
+
+    /// Only a group the source does not serve means "nothing of it"; a discovery that failed
+    /// (an aggregated API down, a timeout, a refusal) is an error, never "no Clusters".
+    #[test]
+    fn only_an_unserved_group_counts_as_empty_a_failed_discovery_is_an_error() {
+        let missing =
+            kube::Error::Discovery(DiscoveryError::MissingApiGroup(CLUSTER_API_GROUP.into()));
+        assert!(not_served(&missing));
+        let unavailable = kube::Error::Api(Box::new(
+            kube::core::Status::failure(
+                "the server is currently unable to handle the request",
+                "ServiceUnavailable",
+            )
+            .with_code(503),
+        ));
+        assert!(!not_served(&unavailable));
+        let no_kind = kube::Error::Discovery(DiscoveryError::MissingKind("Cluster".into()));
+        assert!(!not_served(&no_kind));
+    }
+
+    fn with_selector(selector: Value) -> anyhow::Result<AnyProvider> {
+        Ok(AnyProvider::from_value(json!({
+            "apiVersion": "management.cluster.x-k8s.io/v1alpha1",
+            "kind": "InfrastructureProvider",
+            "metadata": {"name": "sample", "namespace": "sample-infra-system"},
+            "spec": {"version": "v0.2.0", "fetchConfig": {"selector": selector}}
+        }))?)
+    }
+
+    /// The release ConfigMaps copied are those the operator reads: matchExpressions count as
+    /// much as matchLabels (a selector of expressions alone once listed the whole namespace).
+    #[test]
+    fn the_release_selector_is_read_in_full_and_an_empty_one_is_refused() -> anyhow::Result<()> {
+        let p = with_selector(json!({
+            "matchLabels": {"provider.cluster.x-k8s.io/name": "sample"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["a", "b"]},
+                {"key": "stage", "operator": "NotIn", "values": ["dev"]},
+                {"key": "release", "operator": "Exists"},
+                {"key": "draft", "operator": "DoesNotExist"}
+            ]
+        }))?;
+        assert_eq!(
+            release_selector(&p),
+            Ok(Some(
+                "provider.cluster.x-k8s.io/name=sample,tier in (a,b),stage notin (dev),release,!draft"
+                    .into()
+            ))
+        );
+        let only_expressions = with_selector(json!({
+            "matchExpressions": [{"key": "provider.cluster.x-k8s.io/name", "operator": "In", "values": ["sample"]}]
+        }))?;
+        assert_eq!(
+            release_selector(&only_expressions),
+            Ok(Some("provider.cluster.x-k8s.io/name in (sample)".into()))
+        );
+        let empty = with_selector(json!({}))?;
+        let refused = release_selector(&empty);
+        assert!(
+            refused.as_ref().is_err_and(
+                |e| e.contains("selects every ConfigMap of namespace sample-infra-system")
+            ),
+            "{refused:?}"
+        );
+        Ok(())
+    }
+
+    fn secret(type_: Option<&str>, value: &[u8]) -> Secret {
+        Secret {
+            type_: type_.map(Into::into),
+            data: Some(BTreeMap::from([(
+                "TOKEN".to_string(),
+                k8s_openapi::ByteString(value.to_vec()),
+            )])),
+            ..Secret::default()
+        }
+    }
+
+    /// A Secret or ConfigMap of the same name on the target is left alone when it holds the
+    /// same data (and type), and refused when it differs: never overwritten.
+    #[test]
+    fn a_same_named_input_on_the_target_is_kept_when_equal_and_refused_when_different() {
+        let source = secret(None, b"one");
+        assert_eq!(secret_on_target(&source, None), OnTarget::Absent);
+        assert_eq!(
+            secret_on_target(&source, Some(&secret(Some("Opaque"), b"one"))),
+            OnTarget::Same
+        );
+        assert_eq!(
+            secret_on_target(&source, Some(&secret(None, b"two"))),
+            OnTarget::Differs
+        );
+        assert_eq!(
+            secret_on_target(&source, Some(&secret(Some("kubernetes.io/tls"), b"one"))),
+            OnTarget::Differs
+        );
+        let cm = |v: &str| ConfigMap {
+            data: Some(BTreeMap::from([("components".to_string(), v.to_string())])),
+            ..ConfigMap::default()
+        };
+        assert_eq!(configmap_on_target(&cm("a"), None), OnTarget::Absent);
+        assert_eq!(
+            configmap_on_target(&cm("a"), Some(&cm("a"))),
+            OnTarget::Same
+        );
+        assert_eq!(
+            configmap_on_target(&cm("a"), Some(&cm("b"))),
+            OnTarget::Differs
+        );
+        assert_eq!(
+            configmap_on_target(&cm("a"), Some(&ConfigMap::default())),
+            OnTarget::Differs
+        );
+    }
+
+    fn crd(
+        scope: &str,
+        versions: &[(&str, bool, bool)],
+    ) -> anyhow::Result<CustomResourceDefinition> {
+        let versions: Vec<Value> = versions
+            .iter()
+            .map(|(name, served, storage)| json!({"name": name, "served": served, "storage": storage}))
+            .collect();
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "samplemachines.infrastructure.cluster.x-k8s.io"},
+            "spec": {
+                "group": "infrastructure.cluster.x-k8s.io",
+                "scope": scope,
+                "names": {"kind": "SampleMachine", "plural": "samplemachines"},
+                "versions": versions
+            }
+        }))?)
+    }
+
+    /// Labelled custom resources are read at the CRD's storage version (no conversion), and
+    /// only for namespaced kinds (`clusterctl move` works namespace by namespace).
+    #[test]
+    fn labelled_custom_resources_are_listed_at_the_storage_version_of_namespaced_crds()
+    -> anyhow::Result<()> {
+        let r = labelled_kind(&crd(
+            "Namespaced",
+            &[("v1beta1", true, false), ("v1beta2", true, true)],
+        )?);
+        assert_eq!(
+            r.map(|r| (r.api_version, r.kind, r.plural)),
+            Some((
+                "infrastructure.cluster.x-k8s.io/v1beta2".to_string(),
+                "SampleMachine".to_string(),
+                "samplemachines".to_string()
+            ))
+        );
+        assert!(labelled_kind(&crd("Cluster", &[("v1", true, true)])?).is_none());
+        assert!(labelled_kind(&crd("Namespaced", &[("v1", false, true)])?).is_none());
         Ok(())
     }
 }

@@ -21,6 +21,8 @@
 //! test; reconciliation of a moved workload by real managers is not shown here (see the user
 //! guide's "Moving a management cluster" for why the in-memory backend cannot show it).
 
+mod v1beta1_source;
+
 use crate::{clusterctl::*, support};
 
 use std::time::{Duration, Instant};
@@ -201,7 +203,7 @@ async fn refused_then_planned(
     for step in [
         "1. declare CoreProvider capi-system/cluster-api on the target",
         "wait until 4 provider(s) are Ready on the target",
-        "clusterctl move the Clusters of namespace(s) workload",
+        "clusterctl move the Cluster API objects of namespace(s) workload",
         "retire CoreProvider capi-system/cluster-api on the source",
     ] {
         assert!(out.contains(step), "no {step:?} in the plan:\n{out}");

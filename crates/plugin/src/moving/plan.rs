@@ -45,6 +45,46 @@ pub struct Declared {
     pub deleting: bool,
 }
 
+/// One object of the source that `clusterctl move` takes: a Cluster, a ClusterClass, a
+/// ClusterResourceSet or an object labelled `clusterctl.cluster.x-k8s.io/move`. While one is on
+/// the source, its providers are still needed there.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Movable {
+    /// Its kind (`Cluster`, `Secret`, ...).
+    pub kind: String,
+    /// Its namespace (`clusterctl move` works namespace by namespace).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl fmt::Display for Movable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// Splits the source's movable objects into those of the namespace moved (every namespace when
+/// `namespace` is `None`) and those left outside it.
+pub fn split(all: Vec<Movable>, namespace: Option<&str>) -> (Vec<Movable>, Vec<Movable>) {
+    all.into_iter()
+        .partition(|m| namespace.is_none_or(|ns| m.namespace == ns))
+}
+
+/// Whether the source may lose its providers: only when a fresh listing after `clusterctl move`
+/// finds nothing `clusterctl move` should have taken. A move that reported success but left
+/// objects behind (an older clusterctl, an object it skipped) keeps the providers running.
+pub fn retire_allowed(still_on_source: &[Movable]) -> Result<(), String> {
+    if still_on_source.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = still_on_source.iter().map(ToString::to_string).collect();
+    Err(format!(
+        "the source still holds {}; its providers still manage them, so none was retired (move them, then run move again)",
+        names.join(", ")
+    ))
+}
+
 /// Everything the plan is made from.
 #[derive(Debug, Clone, Default)]
 pub struct Sides {
@@ -54,10 +94,10 @@ pub struct Sides {
     pub target: Vec<Declared>,
     /// Both kubeconfigs reach the same cluster (their kube-system namespaces are one).
     pub same_cluster: bool,
-    /// `namespace/name` of the source's Clusters that this move takes.
-    pub clusters_to_move: Vec<String>,
-    /// `namespace/name` of the source's Clusters outside the namespaces moved.
-    pub clusters_left: Vec<String>,
+    /// The source's objects that this move takes (see [`Movable`]).
+    pub to_move: Vec<Movable>,
+    /// The source's movable objects outside the namespace moved: they keep its providers.
+    pub left: Vec<Movable>,
 }
 
 /// Why `move` refuses to start.
@@ -134,7 +174,7 @@ pub enum Step {
     Declare(Key),
     /// Wait until these providers are Ready on the target.
     WaitReady(Vec<Key>),
-    /// Run `clusterctl move` for these namespaces.
+    /// Run `clusterctl move` for these namespaces (each holds a [`Movable`]).
     Move(Vec<String>),
     /// Retire the source's provider: `deletionPolicy: Orphan`, delete the object, stop its
     /// managers (replicas 0), keeping CRDs, Secrets and inventory.
@@ -152,7 +192,7 @@ impl fmt::Display for Step {
             ),
             Step::Move(ns) => write!(
                 f,
-                "clusterctl move the Clusters of namespace(s) {}",
+                "clusterctl move the Cluster API objects of namespace(s) {}",
                 ns.join(", ")
             ),
             Step::Retire(k) => write!(
@@ -168,7 +208,7 @@ impl fmt::Display for Step {
 pub struct Plan {
     /// The steps, in order.
     pub steps: Vec<Step>,
-    /// Why the source's providers stay (Clusters outside the namespaces moved).
+    /// Why the source's providers stay (movable objects outside the namespace moved).
     pub kept: Option<String>,
 }
 
@@ -178,7 +218,7 @@ pub fn compare(sides: &Sides) -> Vec<Conflict> {
     if sides.same_cluster {
         out.push(Conflict::SameCluster);
     }
-    if sides.source.is_empty() && !sides.clusters_to_move.is_empty() {
+    if sides.source.is_empty() && !sides.to_move.is_empty() {
         out.push(Conflict::NothingDeclared);
     }
     for s in &sides.source {
@@ -230,24 +270,18 @@ pub fn plan(sides: &Sides) -> Result<Plan, Vec<Conflict>> {
     if !unready.is_empty() {
         steps.push(Step::WaitReady(unready));
     }
-    if !sides.clusters_to_move.is_empty() {
-        let mut namespaces: Vec<String> = sides
-            .clusters_to_move
-            .iter()
-            .map(|c| {
-                c.split_once('/')
-                    .map_or(c.as_str(), |(ns, _)| ns)
-                    .to_string()
-            })
-            .collect();
+    if !sides.to_move.is_empty() {
+        let mut namespaces: Vec<String> =
+            sides.to_move.iter().map(|m| m.namespace.clone()).collect();
         namespaces.sort();
         namespaces.dedup();
         steps.push(Step::Move(namespaces));
     }
-    if !sides.clusters_left.is_empty() {
+    if !sides.left.is_empty() {
+        let left: Vec<String> = sides.left.iter().map(ToString::to_string).collect();
         let kept = format!(
-            "the source's providers stay: they still manage Cluster(s) {} outside the namespaces moved",
-            sides.clusters_left.join(", ")
+            "the source's providers stay: they still manage {} outside the namespace moved",
+            left.join(", ")
         );
         return Ok(Plan {
             steps,
@@ -321,11 +355,19 @@ mod tests {
         ]
     }
 
+    fn m(kind: &str, ns: &str, name: &str) -> Movable {
+        Movable {
+            kind: kind.into(),
+            namespace: ns.into(),
+            name: name.into(),
+        }
+    }
+
     fn sides(target: Vec<Declared>) -> Sides {
         Sides {
             source: source(),
             target,
-            clusters_to_move: vec!["workload/w1".into()],
+            to_move: vec![m("Cluster", "workload", "w1")],
             ..Sides::default()
         }
     }
@@ -354,7 +396,7 @@ mod tests {
         // Declared and Ready on the target, Clusters moved, the infrastructure provider retired
         // (its object is going): only the core provider is left to retire.
         let mut s = sides(source());
-        s.clusters_to_move.clear();
+        s.to_move.clear();
         s.source[1].deleting = true;
         s.source[1].ready = false;
         let plan = plan(&s).unwrap_or_default();
@@ -428,7 +470,7 @@ mod tests {
             ]
         );
         let none = Sides {
-            clusters_to_move: vec!["workload/w1".into()],
+            to_move: vec![m("Cluster", "workload", "w1")],
             ..Sides::default()
         };
         assert_eq!(compare(&none), vec![Conflict::NothingDeclared]);
@@ -437,11 +479,70 @@ mod tests {
     #[test]
     fn clusters_left_outside_the_namespaces_moved_keep_the_source_providers() {
         let mut s = sides(source());
-        s.clusters_to_move = vec!["a/w1".into(), "a/w2".into()];
-        s.clusters_left = vec!["b/w3".into()];
+        s.to_move = vec![m("Cluster", "a", "w1"), m("Cluster", "a", "w2")];
+        s.left = vec![m("Cluster", "b", "w3")];
         let plan = plan(&s).unwrap_or_default();
         assert_eq!(plan.steps, vec![Step::Move(vec!["a".into()])]);
-        assert!(plan.kept.is_some_and(|k| k.contains("b/w3")));
+        assert!(plan.kept.is_some_and(|k| k.contains("Cluster b/w3")));
+    }
+
+    #[test]
+    fn objects_clusterctl_moves_give_their_namespace_a_move_step_even_without_a_cluster() {
+        // A ClusterClass in one namespace and a Secret labelled clusterctl.cluster.x-k8s.io/move
+        // in another, no Cluster at all: both namespaces are moved before anything is retired.
+        let mut s = sides(source());
+        s.to_move = vec![
+            m("Secret", "credentials", "cloud"),
+            m("ClusterClass", "classes", "quick-start"),
+        ];
+        let plan = plan(&s).unwrap_or_default();
+        let infra = key(ProviderType::Infrastructure, "capd-system", "docker");
+        let core = key(ProviderType::Core, "capi-system", "cluster-api");
+        assert_eq!(
+            plan.steps,
+            vec![
+                Step::Move(vec!["classes".into(), "credentials".into()]),
+                Step::Retire(infra),
+                Step::Retire(core),
+            ]
+        );
+    }
+
+    #[test]
+    fn objects_left_outside_the_namespace_moved_keep_the_providers_like_clusters() {
+        let all = vec![
+            m("Cluster", "a", "w1"),
+            m("ClusterResourceSet", "b", "cni"),
+            m("ConfigMap", "a", "labelled"),
+        ];
+        let (to_move, left) = split(all.clone(), Some("a"));
+        assert_eq!(
+            to_move,
+            vec![m("Cluster", "a", "w1"), m("ConfigMap", "a", "labelled")]
+        );
+        assert_eq!(left, vec![m("ClusterResourceSet", "b", "cni")]);
+        let (everything, none) = split(all, None);
+        assert_eq!((everything.len(), none.len()), (3, 0));
+        let mut s = sides(source());
+        (s.to_move, s.left) = (to_move, left);
+        let plan = plan(&s).unwrap_or_default();
+        assert!(!plan.steps.iter().any(|s| matches!(s, Step::Retire(_))));
+        assert!(
+            plan.kept
+                .is_some_and(|k| k.contains("ClusterResourceSet b/cni")),
+        );
+    }
+
+    #[test]
+    fn nothing_is_retired_while_a_fresh_listing_finds_an_object_clusterctl_should_have_moved() {
+        assert_eq!(retire_allowed(&[]), Ok(()));
+        let err = retire_allowed(&[m("Cluster", "workload", "w1")]).err();
+        assert!(
+            err.as_deref().is_some_and(
+                |e| e.contains("Cluster workload/w1") && e.contains("none was retired")
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]
