@@ -802,7 +802,9 @@ async fn stop_managers(source: &Cluster, p: &AnyProvider) -> anyhow::Result<usiz
         p.name(),
         p.namespace()
     );
-    let api: Api<Deployment> = Api::all(source.client.clone());
+    // Only the provider's own namespace: owner labels elsewhere are anyone's to write and
+    // claim nothing (capi_operator_api::owner::claim_holds).
+    let api: Api<Deployment> = Api::namespaced(source.client.clone(), p.namespace());
     let list = api.list(&ListParams::default().labels(&selector)).await?;
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
