@@ -30,7 +30,7 @@ use std::{
 
 use capi_operator_api::{
     AnyProvider, BootstrapProvider, CONFIGMAP_VERSION_LABEL, CoreProvider, InfrastructureProvider,
-    OWNER_KIND_LABEL,
+    OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
@@ -542,6 +542,7 @@ impl Run {
             "/api/v1/namespaces/team-a",
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}),
         );
+        self.tenant_claims();
         self.user_object(
             "/api/v1/namespaces/capi-system/configmaps/user-settings",
             json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -553,6 +554,35 @@ impl Run {
             json!({"apiVersion": "v1", "kind": "Secret",
                    "metadata": {"name": "user-credentials", "namespace": "docker-system"},
                    "data": {"token": "c2VjcmV0"}}),
+        );
+    }
+
+    /// A tenant labels objects of its own namespace with the core provider's identity (issue 45
+    /// item 4): a ConfigMap and a Deployment that is never available. They must steer nothing
+    /// (the stages still reach Ready) and be neither written nor deleted (invariant 4).
+    fn tenant_claims(&mut self) {
+        let labels = json!({OWNER_KIND_LABEL: PROVS[CORE].kind,
+                            OWNER_NAMESPACE_LABEL: PROVS[CORE].ns,
+                            OWNER_NAME_LABEL: PROVS[CORE].name});
+        self.user_object(
+            "/api/v1/namespaces/team-a/configmaps/claims-the-core",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "claims-the-core", "namespace": "team-a",
+                                "labels": labels},
+                   "data": {"k": "v"}}),
+        );
+        self.user_object(
+            "/apis/apps/v1/namespaces/team-a/deployments/claims-the-core",
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "claims-the-core", "namespace": "team-a",
+                                "generation": 1, "labels": labels},
+                   "spec": {"replicas": 1,
+                            "selector": {"matchLabels": {"app": "t"}},
+                            "template": {"metadata": {"labels": {"app": "t"}},
+                                         "spec": {"nodeSelector": {"no-such-node": "true"},
+                                                  "containers": [{"name": "t", "image": "t"}]}}},
+                   "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+                              "unavailableReplicas": 1}}),
         );
     }
 
@@ -578,10 +608,12 @@ impl Run {
         self.fake.update(&path, o);
     }
 
-    /// Deployments roll out at once (there is no controller-manager): their status says so.
+    /// Deployments roll out at once (there is no controller-manager): their status says so. One
+    /// whose pods select a node (the tenant's) never gets one.
     fn kubelet(&self) {
         for (path, mut d) in self.fake.objects() {
-            if d["kind"] != "Deployment" {
+            if d["kind"] != "Deployment" || !d["spec"]["template"]["spec"]["nodeSelector"].is_null()
+            {
                 continue;
             }
             let replicas = d["spec"]["replicas"].as_i64().unwrap_or(1);
