@@ -116,7 +116,9 @@ pub mod reason {
     /// Deletion waits for other providers or custom resources.
     pub const DELETION_BLOCKED: &str = "DeletionBlocked";
     /// deletionPolicy Purge waits: the provider's namespace holds objects the provider did not
-    /// install (the message names them); its CRDs and namespace are removed once they are gone.
+    /// install, or inputs of it that another provider reads too, or the last look before the
+    /// CRDs go found new custom resources (the message names them); its CRDs and namespace are
+    /// removed once they are gone.
     pub const PURGE_BLOCKED: &str = "PurgeBlocked";
     /// deletionPolicy Orphan: the provider object went and everything it installed was left
     /// running, for a later provider object of the same kind, namespace and name (an event).

@@ -9,7 +9,8 @@
 use std::{sync::Arc, time::Duration};
 
 use capi_operator_api::{
-    AnyProvider, FINALIZER, MANAGED_BY_ANNOTATION, ProviderApi, ProviderStatus, ProviderType,
+    AnyProvider, DeletionPolicy, FINALIZER, MANAGED_BY_ANNOTATION, ProviderApi, ProviderStatus,
+    ProviderType,
     conditions::{PREFLIGHT_CHECK_PASSED, SPEC_TRANSLATED},
     v1alpha2::ConversionError,
 };
@@ -398,13 +399,22 @@ async fn delete<P: ProviderKind>(s: &Subject<'_, P>, ctx: &Ctx) -> Result<Action
         crds: &crd_names,
         namespace: namespaces.first().map(|(k, _, _)| k.name.as_str()),
         foreign: None,
+        shared: &[],
     };
-    let foreign = match deletion::must_look(&facts) {
-        Some(ns) => Some(purge::foreign_in(ctx, p, ns).await?),
+    let look = match deletion::must_look(&facts) {
+        Some(ns) => Some(purge::look_into(ctx, p, ns).await?),
         None => None,
     };
-    facts.foreign = foreign.as_deref();
-    match deletion::next(p, &facts) {
+    if let Some(look) = &look {
+        facts.foreign = Some(&look.foreign);
+        facts.shared = &look.shared;
+    }
+    let step = deletion::next(p, &facts);
+    if policy == DeletionPolicy::Purge && !matches!(step, Step::Purge { .. }) {
+        // A guard a stopped pass left behind (see purge::guard) must not refuse users' objects.
+        purge::unguard(ctx, p).await?;
+    }
+    match step {
         Step::Orphan(note) => {
             report::notes(s.obj, ctx, vec![note]).await;
             finish(s, ctx).await
@@ -421,18 +431,7 @@ async fn delete<P: ProviderKind>(s: &Subject<'_, P>, ctx: &Ctx) -> Result<Action
             // The caches report the deletions; the watch events bring the next pass.
             Ok(Action::requeue(Duration::from_secs(5)))
         }
-        Step::Purge { note, .. } => {
-            if !ctx.world.owned.current().await {
-                return Ok(Action::requeue(Duration::from_secs(2)));
-            }
-            // The CRDs before the namespace: stopped in between, the next pass finds the
-            // namespace alone and goes on.
-            remove(ctx, &crds).await?;
-            remove(ctx, &namespaces).await?;
-            info!(provider = %provider_key(p), "{}", note.message);
-            report::notes(s.obj, ctx, vec![note]).await;
-            finish(s, ctx).await
-        }
+        Step::Purge { note, .. } => purge(s, ctx, &crds, &namespaces, note).await,
         Step::Release => {
             // A kind served since the last CRD event (cert-manager installed a moment ago) may
             // hold objects of this provider the caches have not listed yet.
@@ -442,6 +441,58 @@ async fn delete<P: ProviderKind>(s: &Subject<'_, P>, ctx: &Ctx) -> Result<Action
             finish(s, ctx).await
         }
     }
+}
+
+/// Purge's last step: the CRDs (guarded, see [`purge_crds`]) before the namespace, so that a
+/// pass stopped in between finds the namespace alone and goes on; then the finalizer.
+async fn purge<P: ProviderKind>(
+    s: &Subject<'_, P>,
+    ctx: &Ctx,
+    crds: &[(ObjKey, ApiResource, bool)],
+    namespaces: &[(ObjKey, ApiResource, bool)],
+    note: super::decide::Note,
+) -> Result<Action, Error> {
+    let p = s.p;
+    if !ctx.world.owned.current().await {
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+    if !crds.is_empty() {
+        // New custom resources refused, the last look, the CRDs; the guard goes whatever
+        // happened (a crash leaves it to the next pass or the next start).
+        let removed = match purge::guard(ctx, p, crds).await {
+            Ok(true) => purge_crds(s, ctx, crds).await,
+            Ok(false) => Ok(Some(Action::requeue(Duration::from_secs(2)))),
+            Err(e) => Err(e.into()),
+        };
+        purge::unguard(ctx, p).await?;
+        if let Some(wait) = removed? {
+            return Ok(wait);
+        }
+    }
+    remove(ctx, namespaces).await?;
+    info!(provider = %provider_key(p), "{}", note.message);
+    report::notes(s.obj, ctx, vec![note]).await;
+    finish(s, ctx).await
+}
+
+/// The last look for custom resources, new ones refused by the guard, then the CRDs: `Some`
+/// (the wait) when the look found some, reported as [`deletion::rechecked`] says.
+async fn purge_crds<P: ProviderKind>(
+    s: &Subject<'_, P>,
+    ctx: &Ctx,
+    crds: &[(ObjKey, ApiResource, bool)],
+) -> Result<Option<Action>, Error> {
+    let p = s.p;
+    let left = deletion_blockers(ctx, p).await?;
+    if let Some(blocked) = deletion::rechecked(&left) {
+        warn!(provider = %provider_key(p), "{}", blocked.message);
+        report::deletion(s, ctx, blocked).await?;
+        return Ok(Some(Action::requeue(
+            ctx.rechecks.blocked(&provider_key(p)),
+        )));
+    }
+    remove(ctx, crds).await?;
+    Ok(None)
 }
 
 async fn remove(ctx: &Ctx, objects: &[(ObjKey, ApiResource, bool)]) -> Result<(), Error> {

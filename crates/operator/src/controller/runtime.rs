@@ -83,6 +83,9 @@ pub async fn run(config: kube::Config, opts: Options) -> anyhow::Result<()> {
         watchers.abort();
         return Ok(());
     };
+    // Before any reconcile: a purge guard left by a stopped operator must not refuse users'
+    // objects (a purge still under way puts its own up again).
+    super::purge::sweep(&ctx).await;
     let config = ControllerConfig::default().concurrency(opts.concurrency);
     let mut controllers = Vec::new();
     for k in kinds {

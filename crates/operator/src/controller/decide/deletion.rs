@@ -10,7 +10,11 @@
 //! * Purge: as Block; then, with no blocker left and nothing in the namespace the provider did
 //!   not install (see [`foreign`]), remove its CRDs and namespace and release the finalizer.
 //!   Nothing irreversible happens before every check passed, and a custom resource blocks it
-//!   like any deletion, so a CRD is never removed with custom resources in it.
+//!   like any deletion, so a CRD is never removed with custom resources in it. What the
+//!   provider reads in that namespace (its variables Secret, additional manifests, release
+//!   ConfigMaps) goes with it, so another provider reading one of them blocks it too
+//!   ([`shared`]); and the last look for custom resources is made with new ones refused
+//!   ([`rechecked`]), so none created meanwhile is destroyed with its CRD.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +39,8 @@ pub struct Facts<'a> {
     pub namespace: Option<&'a str>,
     /// What [`foreign`] found in that namespace; `None` until looked at (see [`must_look`]).
     pub foreign: Option<&'a [String]>,
+    /// What [`shared`] found in that namespace: the provider's inputs other providers read.
+    pub shared: &'a [String],
 }
 
 /// The step a pass takes.
@@ -97,9 +103,11 @@ pub fn next(p: &AnyProvider, f: &Facts<'_>) -> Step {
         return Step::Release;
     }
     match (f.namespace, f.foreign) {
-        (Some(ns), Some(left)) if !left.is_empty() => Step::Wait(purge_blocked(ns, left)),
+        (Some(ns), Some(left)) if !left.is_empty() || !f.shared.is_empty() => {
+            Step::Wait(purge_blocked(ns, left, f.shared))
+        }
         // Not looked at yet: the reconciler looks (see must_look) before asking again.
-        (Some(ns), None) => Step::Wait(purge_blocked(ns, &["(not looked at yet)".into()])),
+        (Some(ns), None) => Step::Wait(purge_blocked(ns, &["(not looked at yet)".into()], &[])),
         _ => Step::Purge {
             crds: f.crds.to_vec(),
             namespace: f.namespace.map(str::to_string),
@@ -108,12 +116,39 @@ pub fn next(p: &AnyProvider, f: &Facts<'_>) -> Step {
     }
 }
 
-fn purge_blocked(ns: &str, left: &[String]) -> Desired {
+fn purge_blocked(ns: &str, left: &[String], shared: &[String]) -> Desired {
+    let mut waits = Vec::new();
+    if !left.is_empty() {
+        waits.push(format!(
+            "namespace {ns} holds objects the provider did not install: {}; delete them",
+            left.join(", ")
+        ));
+    }
+    if !shared.is_empty() {
+        waits.push(format!(
+            "removing namespace {ns} would delete what other providers read: {}; point them elsewhere or delete them",
+            shared.join(", ")
+        ));
+    }
     let message = format!(
-        "deletionPolicy Purge waits: namespace {ns} holds objects the provider did not install: {}; delete them, or set deletionPolicy to Block to keep the CRDs and the namespace",
-        left.join(", ")
+        "deletionPolicy Purge waits: {}, or set deletionPolicy to Block to keep the CRDs and the namespace",
+        waits.join("; ")
     );
     Desired::failed(DELETING, reason::PURGE_BLOCKED, message)
+}
+
+/// The Deleting condition when the last look for custom resources, made while new ones are
+/// refused just before the CRDs are removed, still finds `left` (created between the first
+/// look and the refusal); `None` when nothing is left and the CRDs may go. Reported as
+/// PurgeBlocked: nothing was removed, and the next pass waits for them like any blocker.
+pub fn rechecked(left: &[String]) -> Option<Desired> {
+    (!left.is_empty()).then(|| {
+        let message = format!(
+            "deletionPolicy Purge waits: the last look before removing the CRDs found custom resources created meanwhile: {}; nothing was removed",
+            left.join(", ")
+        );
+        Desired::failed(DELETING, reason::PURGE_BLOCKED, message)
+    })
 }
 
 fn orphaned(p: &AnyProvider) -> Note {
@@ -192,6 +227,43 @@ pub fn foreign<'a>(
                 o.kind,
                 o.meta.name.as_deref().unwrap_or_default()
             )
+        })
+        .collect()
+}
+
+/// The provider's inputs in `ns` (see [`foreign`]) that removing the namespace would delete
+/// while another provider object of `others` (any kind, namespace or API) reads them too, as
+/// "Kind ns/name (read by Kind ns/name, …)". `selected(q, labels)` tells whether provider `q`'s
+/// `fetchConfig.selector` selects a ConfigMap. A reader being deleted does not count: it never
+/// reads its inputs again, and two deleting providers must not wait for each other.
+pub fn shared<'a>(
+    p: &AnyProvider,
+    ns: &str,
+    found: impl IntoIterator<Item = Found<'a>>,
+    others: &[AnyProvider],
+    selected: impl Fn(&AnyProvider, &BTreeMap<String, String>) -> bool,
+) -> Vec<String> {
+    let readers_of = |o: &Found<'_>| -> Vec<String> {
+        others
+            .iter()
+            .filter(|q| !super::preflight::same(q, p) && q.metadata.deletion_timestamp.is_none())
+            .filter(|q| input(q, ns, o, &|l: &BTreeMap<String, String>| selected(q, l)))
+            .map(|q| format!("{} {}/{}", q.provider_type.kind(), q.namespace(), q.name()))
+            .collect()
+    };
+    found
+        .into_iter()
+        .filter(|o| input(p, ns, o, &|l: &BTreeMap<String, String>| selected(p, l)))
+        .filter_map(|o| {
+            let readers = readers_of(&o);
+            (!readers.is_empty()).then(|| {
+                format!(
+                    "{} {ns}/{} (read by {})",
+                    o.kind,
+                    o.meta.name.as_deref().unwrap_or_default(),
+                    readers.join(", ")
+                )
+            })
         })
         .collect()
 }
@@ -304,6 +376,7 @@ mod tests {
             crds: &[],
             namespace: None,
             foreign: None,
+            shared: &[],
         }
     }
 
@@ -606,6 +679,124 @@ mod tests {
         assert_eq!(
             foreign(&p, "elsewhere", found, selected),
             ["Secret elsewhere/vars", "ConfigMap elsewhere/sample-v0.1.0"]
+        );
+    }
+
+    #[test]
+    fn an_input_another_provider_reads_blocks_the_purge_naming_the_reader() {
+        let p = provider(DeletionPolicy::Purge);
+        let reader = |name: &str, ns: &str, spec: ProviderSpec| AnyProvider {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+                ..Default::default()
+            },
+            spec,
+            provider_type: ProviderType::Core,
+            ..provider(DeletionPolicy::Block)
+        };
+        // Reads the variables Secret from another namespace.
+        let vars_reader = reader(
+            "core",
+            "capi-system",
+            ProviderSpec {
+                secret_name: Some("vars".into()),
+                secret_namespace: Some("infra-system".into()),
+                ..Default::default()
+            },
+        );
+        // Reads the additional manifests from another namespace.
+        let extra_reader = reader(
+            "other",
+            "elsewhere",
+            ProviderSpec {
+                additional_manifests: Some(ConfigMapReference {
+                    name: "extra".into(),
+                    namespace: Some("infra-system".into()),
+                }),
+                ..Default::default()
+            },
+        );
+        // Reads a Secret of the same name in its own namespace: not the same object.
+        let namesake = reader(
+            "namesake",
+            "elsewhere",
+            ProviderSpec {
+                secret_name: Some("vars".into()),
+                ..Default::default()
+            },
+        );
+        // On its way out: it never reads again.
+        let mut leaving = vars_reader.clone();
+        leaving.metadata.name = Some("leaving".into());
+        leaving.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        let (vars, extra, user) = (meta("vars"), meta("extra"), meta("mine"));
+        let found = || {
+            [
+                ("", "Secret", &vars),
+                ("", "ConfigMap", &extra),
+                ("", "ConfigMap", &user),
+            ]
+            .map(|(group, kind, meta)| Found { group, kind, meta })
+        };
+        let none = |_: &AnyProvider, _: &BTreeMap<String, String>| false;
+        // The provider itself is not a reader of its own inputs.
+        let alone = [p.clone(), namesake.clone(), leaving.clone()];
+        assert!(shared(&p, "infra-system", found(), &alone, none).is_empty());
+        let others = [p.clone(), vars_reader, extra_reader, namesake, leaving];
+        assert_eq!(
+            shared(&p, "infra-system", found(), &others, none),
+            [
+                "Secret infra-system/vars (read by CoreProvider capi-system/core)",
+                "ConfigMap infra-system/extra (read by CoreProvider elsewhere/other)",
+            ]
+        );
+    }
+
+    #[test]
+    fn shared_inputs_make_the_purge_wait_until_their_readers_are_gone() {
+        let p = provider(DeletionPolicy::Purge);
+        let shared = [
+            "Secret infra-system/vars (read by CoreProvider capi-system/core)".to_string(),
+            "ConfigMap infra-system/extra (read by CoreProvider elsewhere/other)".to_string(),
+        ];
+        // Nothing foreign, but shared inputs: the purge waits, removing nothing, and says why.
+        let crds = ["a.example".to_string()];
+        let f = Facts {
+            crds: &crds,
+            namespace: Some("infra-system"),
+            foreign: Some(&[]),
+            shared: &shared,
+            ..facts(DeletionPolicy::Purge, &[], 0)
+        };
+        let step = next(&p, &f);
+        let Step::Wait(d) = &step else {
+            panic!("{step:?}")
+        };
+        assert_eq!(d.reason, r::PURGE_BLOCKED);
+        assert!(!d.ok);
+        assert_eq!(
+            d.message,
+            "deletionPolicy Purge waits: removing namespace infra-system would delete what other providers read: Secret infra-system/vars (read by CoreProvider capi-system/core), ConfigMap infra-system/extra (read by CoreProvider elsewhere/other); point them elsewhere or delete them, or set deletionPolicy to Block to keep the CRDs and the namespace"
+        );
+        // Once the readers are gone, the purge goes on.
+        let f = Facts { shared: &[], ..f };
+        assert!(matches!(next(&p, &f), Step::Purge { .. }));
+    }
+
+    #[test]
+    fn a_custom_resource_found_by_the_last_look_blocks_the_purge() {
+        assert_eq!(rechecked(&[]), None);
+        let d = rechecked(&["SampleMachine default/late".into()]).expect("blocked");
+        assert_eq!(d.reason, r::PURGE_BLOCKED);
+        assert!(!d.ok);
+        assert!(
+            d.message.contains("SampleMachine default/late"),
+            "{}",
+            d.message
         );
     }
 }
