@@ -92,6 +92,9 @@ pub mod reason {
     /// The release holds an object of a kind the operator does not own (watch for drift,
     /// prune, delete with the provider): nothing of it is applied.
     pub const UNOWNED_KIND: &str = "UnownedKind";
+    /// An object of the release exists and was installed by someone else (a user, another
+    /// provider): the operator does not take it over.
+    pub const OBJECT_NOT_OURS: &str = "ObjectNotInstalledByProvider";
     /// The release needs cert-manager's kinds (Certificate, Issuer) and the cluster does not
     /// serve them; retried as soon as cert-manager's CRDs appear.
     pub const CERT_MANAGER_NOT_INSTALLED: &str = "CertManagerNotInstalled";

@@ -46,6 +46,10 @@ pub enum ApplyError {
     /// A CRD did not become Established in time.
     #[error("CustomResourceDefinition {0} did not become Established")]
     NotEstablished(String),
+    /// An object of the release exists and was not installed for the provider (see the
+    /// operator's `decide::adoption`): it is not taken over.
+    #[error("{0}")]
+    NotTakenOver(String),
     /// Anything else the apiserver answered (network, conflicts, 5xx): retried with backoff.
     #[error("{0}")]
     Transient(#[from] kube::Error),
@@ -74,6 +78,9 @@ impl ApplyError {
         }
         if let ApplyError::CrdChangeRefused { .. } = self {
             return reason::CRD_CHANGE_REFUSED;
+        }
+        if let ApplyError::NotTakenOver(_) = self {
+            return reason::OBJECT_NOT_OURS;
         }
         if self.is_transient() {
             reason::APPLY_RETRYING
@@ -109,11 +116,13 @@ impl ApplyError {
         }
     }
 
-    /// Whether the error may go away without any user change.
+    /// Whether the error may go away without any change of the provider object: retried with
+    /// backoff. A refused take-over counts: its fix (deleting the user's object) happens on an
+    /// object no watch of the operator sees.
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            ApplyError::Transient(_) | ApplyError::NotEstablished(_)
+            ApplyError::Transient(_) | ApplyError::NotEstablished(_) | ApplyError::NotTakenOver(_)
         )
     }
 }

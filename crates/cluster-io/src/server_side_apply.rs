@@ -163,6 +163,21 @@ impl ServerSideApply {
         }
     }
 
+    /// The labels of the object `key` (of `desired`'s kind) as it exists, `None` when it does
+    /// not: a metadata-only read.
+    pub async fn existing_labels(
+        &self,
+        key: &ObjKey,
+        desired: &Value,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, ApplyError> {
+        let r = self.resolve(&gvk_of(desired)).await?;
+        let api = r.api(&self.client, Some(&key.namespace));
+        match api.get_metadata_opt(&key.name).await {
+            Ok(found) => Ok(found.map(|m| m.metadata.labels.unwrap_or_default())),
+            Err(e) => Err(classify(key, e)),
+        }
+    }
+
     /// A server-side apply of `body` (the object `key`) in a dry run: the apiserver validates
     /// it and stores nothing.
     pub async fn dry_run(&self, key: &ObjKey, body: &Value) -> Result<(), ApplyError> {

@@ -22,6 +22,7 @@ use serde_json::Value;
 use capi_operator_api::APPLIED_HASH_LABEL;
 
 use super::decide::added_entries::{AddedEntry, added_entries, without_entries};
+use super::decide::adoption;
 
 /// Field manager of everything the operator applies.
 pub const FIELD_MANAGER: &str = capi_cluster_io::server_side_apply::OPERATOR_FIELD_MANAGER;
@@ -449,12 +450,51 @@ impl Applier {
                 .map(|p| (p.key.group.as_str(), p.key.kind.as_str())),
         );
         report.applied += first.len() + rest.len();
+        self.check_take_over(first.iter().chain(&rest)).await?;
         self.check_crd_changes(&first).await?;
         report.repaired.extend(self.apply_many(first).await?);
         futures::future::try_join_all(needed.iter().map(|name| self.wait_established(name)))
             .await?;
         report.repaired.extend(self.apply_many(rest).await?);
         Ok(report)
+    }
+
+    /// Refuses, before anything is written, to take over an existing object that was not
+    /// installed for the provider ([`adoption::may_take_over`]). The caches answer for what
+    /// they hold; an object they lack that this process has not applied either is read once,
+    /// metadata only (on a first install, every object of the release).
+    async fn check_take_over<'p>(
+        &self,
+        batch: impl Iterator<Item = &'p Pending<'p>>,
+    ) -> Result<(), ApplyError> {
+        let refuse = |p: &Pending<'_>| {
+            ApplyError::NotTakenOver(adoption::refusal(&p.key.to_string(), p.obj))
+        };
+        let mut unseen = Vec::new();
+        for p in batch {
+            match &p.seen {
+                Some(l) if !adoption::may_take_over(p.obj, &l.labels) => return Err(refuse(p)),
+                Some(_) => {}
+                None if self.applied_before(&p.key) => {}
+                None => unseen.push(p),
+            }
+        }
+        for group in unseen.chunks(APPLY_CONCURRENCY) {
+            let found = futures::future::try_join_all(
+                group.iter().map(|p| self.io.existing_labels(&p.key, p.obj)),
+            )
+            .await?;
+            for (p, labels) in group.iter().zip(found) {
+                if labels.is_some_and(|l| !adoption::may_take_over(p.obj, &l)) {
+                    return Err(refuse(p));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn applied_before(&self, key: &ObjKey) -> bool {
+        self.applied.lock().is_ok_and(|a| a.contains_key(key))
     }
 
     /// Asks the apiserver, in a dry run that writes nothing, whether it accepts each new content

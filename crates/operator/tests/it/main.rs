@@ -1,6 +1,7 @@
 //! The integration tests of `operator`: one binary, one module per area (see the section on
 //! tests in docs/development.md for the names and how to select them).
 
+mod adoption;
 mod behaviour;
 mod cert_manager_missing;
 mod chart_values;

@@ -7,6 +7,7 @@
 //! them back. The `architecture` test below keeps it so.
 
 pub mod added_entries;
+pub mod adoption;
 pub mod conditions;
 pub mod deletion;
 pub mod kstatus;
