@@ -30,6 +30,14 @@ pub const VERSION: &str = "v1alpha1";
 /// kubectl category listing every provider kind (`kubectl get capi-providers -A`).
 pub const CATEGORY: &str = "capi-providers";
 
+/// Name of the Secret, in the operator's own namespace, holding the key of the config hash
+/// ([`CONFIG_HASH_ANNOTATION`]); the operator creates it at its first start.
+pub const CONFIG_HASH_KEY_SECRET: &str = "capi-provider-operator-config-hash-key";
+/// Label of that Secret (value `"true"`), by which the plugin finds it.
+pub const CONFIG_HASH_KEY_LABEL: &str = "management.cluster.x-k8s.io/config-hash-key";
+/// The Secret's data key holding the key bytes.
+pub const CONFIG_HASH_KEY_DATA: &str = "key";
+
 /// Annotation marking a provider as managed by something else; the operator leaves it alone.
 pub const MANAGED_BY_ANNOTATION: &str = "cluster.x-k8s.io/managed-by";
 /// Annotation on a paused provider's Deployments keeping their replica count.

@@ -21,7 +21,37 @@ use capi_operator_api::{
     ROLLOUT_ON_CONFIG_CHANGE_ANNOTATION,
 };
 use serde_json::{Value, json};
-use sha2::Digest;
+
+/// The key the config hash is keyed with (an HMAC-SHA-256): the operator's own, kept in a
+/// Secret only it and cluster administrators read. Unkeyed, the hash of a Secret's values on
+/// every pod would let anyone who may read Deployments (`view`) test guesses of them offline.
+#[derive(Clone)]
+pub struct HashKey(ring::hmac::Key);
+
+impl HashKey {
+    /// Bytes a key should have at least (the hash's own output size).
+    pub const MIN_BYTES: usize = 32;
+
+    /// The key of `bytes`.
+    pub fn new(bytes: &[u8]) -> HashKey {
+        HashKey(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, bytes))
+    }
+
+    /// 32 hex digits of the keyed hash of `data` (a label value, at most 63 bytes).
+    fn hash(&self, data: &[u8]) -> String {
+        let tag = ring::hmac::sign(&self.0, data);
+        tag.as_ref()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for HashKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HashKey(..)")
+    }
+}
 
 /// The kind of an object a Deployment reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -175,7 +205,7 @@ pub struct Stamp {
     pub namespace: String,
     /// The Deployment's name.
     pub name: String,
-    /// 32 hex digits of the SHA-256 of the content read (a label value, at most 63 bytes).
+    /// 32 hex digits of the keyed hash ([`HashKey`]) of the content read.
     pub hash: String,
     /// The rendered objects it reads, sorted.
     pub sources: Vec<Source>,
@@ -183,7 +213,7 @@ pub struct Stamp {
 
 /// The stamp of every Deployment of `objects` that reads a Secret or ConfigMap of `objects`;
 /// Deployments reading none have none.
-pub fn stamps(objects: &[Value]) -> Vec<Stamp> {
+pub fn stamps(objects: &[Value], key: &HashKey) -> Vec<Stamp> {
     let by_identity: BTreeMap<(SourceKind, &str, &str), &Value> = objects
         .iter()
         .filter_map(|o| {
@@ -220,11 +250,11 @@ pub fn stamps(objects: &[Value]) -> Vec<Stamp> {
         }
         // The input is built in key order from arrays only, so its text (and the hash) is the
         // same for the same content whatever order the release wrote it in.
-        let digest = sha2::Sha256::digest(Value::Array(input).to_string().as_bytes());
+        let hash = key.hash(Value::Array(input).to_string().as_bytes());
         out.push(Stamp {
             namespace: namespace.to_string(),
             name: str_of(&d["metadata"], "name").to_string(),
-            hash: digest[..16].iter().map(|b| format!("{b:02x}")).collect(),
+            hash,
             sources,
         });
     }
@@ -311,10 +341,11 @@ pub fn enabled(p: &AnyProvider) -> bool {
 pub fn stamp(
     objects: &mut [Value],
     enabled: bool,
+    key: &HashKey,
     live: impl Fn(&str, &str) -> Option<Live>,
 ) -> Vec<Rolled> {
     let stamps: BTreeMap<(String, String), Stamp> = if enabled {
-        stamps(objects)
+        stamps(objects, key)
             .into_iter()
             .map(|s| ((s.namespace.clone(), s.name.clone()), s))
             .collect()
@@ -380,6 +411,33 @@ pub fn stamp(
     rolled
 }
 
+/// Gives the Deployments of `objects` the config hash and baseline their live counterparts
+/// carry: what a reader without the operator's [`HashKey`] (the plugin, when it may not read
+/// it) shows instead of a hash it cannot compute, predicting no roll.
+pub fn keep_live(objects: &mut [Value], live: impl Fn(&str, &str) -> Option<Live>) {
+    for d in objects
+        .iter_mut()
+        .filter(|o| str_of(o, "kind") == "Deployment")
+    {
+        let meta = d.get("metadata").cloned().unwrap_or_default();
+        let Some(now) = live(str_of(&meta, "namespace"), str_of(&meta, "name")) else {
+            continue;
+        };
+        if let Some(t) = &now.template {
+            set(
+                d,
+                "/spec/template/metadata",
+                "annotations",
+                CONFIG_HASH_ANNOTATION,
+                t,
+            );
+        }
+        if let Some(b) = &now.baseline {
+            set(d, "/metadata", "labels", CONFIG_HASH_BASELINE_LABEL, b);
+        }
+    }
+}
+
 /// Sets `key` in the map `field` of the object at `pointer` (created when missing) of `obj`.
 fn set(obj: &mut Value, pointer: &str, field: &str, key: &str, value: &str) {
     let mut at = obj;
@@ -407,6 +465,29 @@ mod tests {
 
     const NS: &str = "capa-system";
 
+    fn key() -> HashKey {
+        HashKey::new(&[7; HashKey::MIN_BYTES])
+    }
+
+    /// The hash is keyed: the same content gives another hash under another key, so one who
+    /// sees the annotation but not the key cannot test a guessed value against it.
+    #[test]
+    fn the_hash_depends_on_the_key() {
+        let objects = vec![
+            secret("creds", json!({"token": "c2VjcmV0"})),
+            deployment(
+                "m",
+                json!({"containers": [{"name": "m", "envFrom": [{"secretRef": {"name": "creds"}}]}]}),
+            ),
+        ];
+        let a = stamps(&objects, &key());
+        let b = stamps(&objects, &HashKey::new(&[8; HashKey::MIN_BYTES]));
+        assert_eq!(a.len(), 1);
+        assert_eq!(a, stamps(&objects, &key()));
+        assert_ne!(a[0].hash, b[0].hash);
+        assert_eq!(a[0].hash.len(), 32);
+    }
+
     fn secret(name: &str, data: Value) -> Value {
         json!({"apiVersion": "v1", "kind": "Secret",
                "metadata": {"name": name, "namespace": NS}, "data": data})
@@ -424,7 +505,7 @@ mod tests {
     }
 
     fn hash_of(objects: &[Value], name: &str) -> Option<String> {
-        stamps(objects)
+        stamps(objects, &key())
             .into_iter()
             .find(|s| s.name == name)
             .map(|s| s.hash)
@@ -505,7 +586,9 @@ mod tests {
             None,
             "reads nothing rendered"
         );
-        let proj = stamps(&before).into_iter().find(|s| s.name == "proj");
+        let proj = stamps(&before, &key())
+            .into_iter()
+            .find(|s| s.name == "proj");
         let sources: Vec<String> = proj
             .map(|s| s.sources.iter().map(ToString::to_string).collect())
             .unwrap_or_default();
@@ -539,7 +622,7 @@ mod tests {
         // Another object of the release, read by nobody, moves nothing.
         let mut more = release("v", "old");
         more.push(secret("unrelated", json!({"a": "changed"})));
-        assert_eq!(stamps(&more), stamps(&before));
+        assert_eq!(stamps(&more, &key()), stamps(&before, &key()));
     }
 
     #[test]
@@ -570,7 +653,7 @@ mod tests {
     }
 
     fn stamp_with(objects: &mut [Value], enabled: bool, live: Option<Live>) -> Vec<String> {
-        stamp(objects, enabled, |_, _| live.clone())
+        stamp(objects, enabled, &key(), |_, _| live.clone())
             .into_iter()
             .map(|r| {
                 format!(

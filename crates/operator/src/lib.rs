@@ -10,6 +10,7 @@ pub mod argocd;
 pub mod controller;
 pub mod crds;
 pub mod fence;
+pub mod hash_key;
 pub mod leader;
 pub mod logging;
 pub mod metrics;

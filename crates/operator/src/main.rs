@@ -317,6 +317,8 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
                 None => (own_namespace.clone(), c.to_string()),
             }),
         image_mirror_owner: args.image_mirror_config_owner.clone(),
+        // Replaced by the operator's own key once connected (hash_key::load_or_create).
+        config_hash_key: controller::Options::default().config_hash_key,
     };
     let metrics_addr = bind_address(&args.metrics_bind_address)?;
     let health_addr = bind_address(&args.health_probe_bind_address)?;
@@ -339,20 +341,32 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
             tracing::info!(%addr, "serving {what}");
             tokio::spawn(server);
         }
-        let config = connect().await?;
-        if args.manage_crds {
-            let client =
-                kube::Client::try_from(config.clone()).context("creating the Kubernetes client")?;
-            crds::ensure(&client, &opts.apis)
-                .await
-                .context("bringing the provider CRDs to this operator's schema")?;
-        }
-        controller::run(config, opts).await
+        connect_and_run(args.manage_crds, &own_namespace, opts).await
     });
     // A deposed leader exits at once: nothing it still runs (a release being read from disk)
     // may hold the process up, and its writes are refused anyway.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     result
+}
+
+/// Connects, brings the CRDs to this operator's schema (`--manage-crds`), reads the config
+/// hash key of `own_namespace` and runs the controllers.
+async fn connect_and_run(
+    manage_crds: bool,
+    own_namespace: &str,
+    mut opts: controller::Options,
+) -> anyhow::Result<()> {
+    let config = connect().await?;
+    let client =
+        kube::Client::try_from(config.clone()).context("creating the Kubernetes client")?;
+    if manage_crds {
+        crds::ensure(&client, &opts.apis)
+            .await
+            .context("bringing the provider CRDs to this operator's schema")?;
+    }
+    opts.config_hash_key =
+        capi_provider_operator::hash_key::load_or_create(&client, own_namespace).await?;
+    controller::run(config, opts).await
 }
 
 /// What the operator's Kubernetes API requests say in User-Agent: audit logs and API priority

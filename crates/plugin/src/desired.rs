@@ -193,11 +193,18 @@ pub async fn render(
     // As the operator does before finalizing: the Deployments carry the hash of what they
     // read, given what the running ones carry, so a diff shows a roll only where one happens.
     let live = live_deployments(cluster, &objects).await?;
-    rotation::stamp(
-        &mut objects,
-        rotation::enabled(p) && !p.spec.paused,
-        |ns, name| live.get(&(ns.to_string(), name.to_string())).cloned(),
-    );
+    let running = |ns: &str, name: &str| live.get(&(ns.to_string(), name.to_string())).cloned();
+    match config_hash_key(cluster).await {
+        Some(key) => {
+            rotation::stamp(
+                &mut objects,
+                rotation::enabled(p) && !p.spec.paused,
+                &key,
+                running,
+            );
+        }
+        None => rotation::keep_live(&mut objects, running),
+    }
     finalize(&mut objects, p, pause);
     if target.clusterctl_inventory {
         objects.push(capi_components::inventory::entry(p, &release.version));
@@ -206,6 +213,43 @@ pub async fn render(
         objects,
         version: release.version,
     })
+}
+
+/// The operator's config hash key: the one Secret named and labelled as it
+/// ([`capi_operator_api::CONFIG_HASH_KEY_SECRET`]) in any namespace. Without it (not readable,
+/// or more than one such Secret: a copy in another namespace could be anyone's), the hash
+/// cannot be computed and the Deployments keep the one they carry, which predicts no roll.
+async fn config_hash_key(cluster: &Cluster) -> Option<rotation::HashKey> {
+    use capi_operator_api::{CONFIG_HASH_KEY_LABEL, CONFIG_HASH_KEY_SECRET};
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::all(cluster.client.clone());
+    let params = kube::api::ListParams::default()
+        .labels(&format!("{CONFIG_HASH_KEY_LABEL}=true"))
+        .fields(&format!("metadata.name={CONFIG_HASH_KEY_SECRET}"));
+    let found = match api.list(&params).await {
+        Ok(list) => list.items,
+        Err(e) => {
+            eprintln!(
+                "note: the operator's config hash key is not readable ({e}); config changes that would roll managers are not shown"
+            );
+            return None;
+        }
+    };
+    let [secret] = &found[..] else {
+        if found.len() > 1 {
+            eprintln!(
+                "note: {} Secrets claim to be the operator's config hash key; config changes that would roll managers are not shown",
+                found.len()
+            );
+        }
+        return None;
+    };
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(capi_operator_api::CONFIG_HASH_KEY_DATA))
+        .map(|b| b.0.as_slice())
+        .unwrap_or_default();
+    (bytes.len() >= rotation::HashKey::MIN_BYTES).then(|| rotation::HashKey::new(bytes))
 }
 
 /// The config-hash annotation and baseline label the Deployments among `objects` carry in

@@ -28,8 +28,9 @@ pub struct Ctx {
     /// Readiness rechecks of unready providers and looks at blocked deletions, with back-off.
     pub rechecks: readiness::Rechecks,
     /// Releases the release cache could not keep (`provider@version`): how many times they
-    /// were fetched and when last, so fetching them again waits for the back-off.
-    pub uncached: std::sync::Mutex<BTreeMap<String, (u32, std::time::Instant)>>,
+    /// were fetched and when last, so fetching them again waits for the back-off (on tokio's
+    /// clock, which the seeded fault tier pauses: a run then replays exactly).
+    pub uncached: std::sync::Mutex<BTreeMap<String, (u32, tokio::time::Instant)>>,
     /// Whether providers get clusterctl inventory entries (asked for, and the CRD is served).
     pub inventory: bool,
     /// Watches of the Secrets and ConfigMaps providers read.

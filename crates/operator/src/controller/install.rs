@@ -415,7 +415,7 @@ async fn cached_fetch<P: ProviderKind>(
             let n = u.get(&uncached_key).map_or(0, |(n, _)| *n);
             u.insert(
                 uncached_key,
-                (n.saturating_add(1), std::time::Instant::now()),
+                (n.saturating_add(1), tokio::time::Instant::now()),
             );
         }
     }
@@ -681,7 +681,7 @@ fn stamp_config_hash(
             )
         })
         .collect();
-    rotation::stamp(objects, enabled, |ns, name| {
+    rotation::stamp(objects, enabled, &ctx.opts.config_hash_key, |ns, name| {
         running.get(&(ns.to_string(), name.to_string())).cloned()
     })
 }

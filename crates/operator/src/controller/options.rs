@@ -42,6 +42,9 @@ pub struct Options {
     pub image_mirror_config: Option<(String, String)>,
     /// The release whose labels that ConfigMap must carry to be used (the chart's).
     pub image_mirror_owner: Option<String>,
+    /// The key of the config hash on the managers' pods: `run` reads the operator's own
+    /// (`crate::hash_key`); the default, a fixed key, is for tests.
+    pub config_hash_key: capi_components::rotation::HashKey,
 }
 
 impl Default for Options {
@@ -63,6 +66,9 @@ impl Default for Options {
             image_mirror: capi_components::mirror::ImageMirror::default(),
             image_mirror_config: None,
             image_mirror_owner: None,
+            config_hash_key: capi_components::rotation::HashKey::new(
+                &[0; capi_components::rotation::HashKey::MIN_BYTES],
+            ),
         }
     }
 }
