@@ -12,6 +12,23 @@ use k8s_openapi::{
 use kube::{Api, Client, api::PostParams};
 use ring::rand::SecureRandom;
 
+/// [`load_or_create`], retried with back-off (1 s doubling, at most 30 s) until it succeeds:
+/// an apiserver not reachable yet, or a malformed Secret an admin must delete, keeps the
+/// process alive and saying why instead of exiting into a crash loop.
+pub async fn load_retrying(client: &Client, namespace: &str) -> HashKey {
+    let mut delay = std::time::Duration::from_secs(1);
+    loop {
+        match load_or_create(client, namespace).await {
+            Ok(key) => return key,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), retry_in = ?delay, "the config hash key is not available yet");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(std::time::Duration::from_secs(30));
+            }
+        }
+    }
+}
+
 /// The key kept in `namespace`, created when absent.
 pub async fn load_or_create(client: &Client, namespace: &str) -> anyhow::Result<HashKey> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);

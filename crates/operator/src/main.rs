@@ -365,7 +365,7 @@ async fn connect_and_run(
             .context("bringing the provider CRDs to this operator's schema")?;
     }
     opts.config_hash_key =
-        capi_provider_operator::hash_key::load_or_create(&client, own_namespace).await?;
+        capi_provider_operator::hash_key::load_retrying(&client, own_namespace).await;
     controller::run(config, opts).await
 }
 
