@@ -321,9 +321,18 @@ async fn fetch<P: ProviderKind>(
     }
 }
 
+/// Releases smaller than this are counted on the event loop.
+const INLINE_COST_BYTES: usize = 256 * 1024;
+
 /// What rendering `release` costs, counted on a blocking thread (a large release takes long
 /// enough to delay the event loop, as its render does).
 async fn release_cost(release: &Release) -> ReleaseCost {
+    // A small release is counted in well under a millisecond: a blocking thread would cost
+    // more than it saves (and an await on another thread is a point where the seeded fault
+    // tier's paused clock can jump, making a run replay differently).
+    if release.components.len() + release.metadata.len() < INLINE_COST_BYTES {
+        return ReleaseCost::of(release);
+    }
     let owned = release.clone();
     let counted = tokio::task::spawn_blocking(move || ReleaseCost::of(&owned)).await;
     // Only a panic while counting gets here: the render's node limit then stands alone.

@@ -5,27 +5,22 @@
 
 use std::collections::BTreeMap;
 
-use capi_operator_api::{
-    OWNER_API_LABEL, OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL,
-};
+use capi_operator_api::OWNER_KIND_LABEL;
 use serde_json::Value;
 
 /// clusterctl's label naming the provider an object belongs to (`infrastructure-aws`), which
 /// clusterctl and cluster-api-operator put on every component they install.
 pub use capi_components::pipeline::PROVIDER_LABEL;
 
-const OWNER_LABELS: [&str; 4] = [
-    OWNER_KIND_LABEL,
-    OWNER_NAMESPACE_LABEL,
-    OWNER_NAME_LABEL,
-    OWNER_API_LABEL,
-];
-
-/// Whether the existing object with `live` labels may be applied as `desired`: it carries the
-/// owner labels `desired` carries (this operator installed it for this provider), or the
+/// Whether the existing object with `live` labels may be applied as `desired`: this operator
+/// installed it (it carries owner labels: for this provider, or for another one whose release
+/// ships the same object, which the operator shares as it always has), or it carries the
 /// provider's [`PROVIDER_LABEL`] (clusterctl or cluster-api-operator installed it as this
-/// provider's component: the hand-over). A Namespace may always be: admins create a provider's
-/// namespace before declaring it, and the operator never deletes one it did not create.
+/// provider's component: the hand-over). A Namespace may always be: admins create a
+/// provider's namespace before declaring it, and the operator never deletes one it did not
+/// create. Owner labels are trusted here because no one but the operator and cluster
+/// administrators writes where a release's objects live (a namespaced one is always in the
+/// provider's namespace, see `capi_operator_api::owner::claim_holds`).
 pub fn may_take_over(desired: &Value, live: &BTreeMap<String, String>) -> bool {
     if desired.get("kind").and_then(Value::as_str) == Some("Namespace") {
         return true;
@@ -36,10 +31,7 @@ pub fn may_take_over(desired: &Value, live: &BTreeMap<String, String>) -> bool {
             .and_then(|l| l.get(k))
             .and_then(Value::as_str)
     };
-    let ours = live.contains_key(OWNER_KIND_LABEL)
-        && OWNER_LABELS
-            .iter()
-            .all(|k| live.get(*k).map(String::as_str) == want(k));
+    let ours = live.contains_key(OWNER_KIND_LABEL);
     let component = want(PROVIDER_LABEL)
         .is_some_and(|p| live.get(PROVIDER_LABEL).map(String::as_str) == Some(p));
     ours || component
@@ -53,13 +45,14 @@ pub fn refusal(object: &str, desired: &Value) -> String {
         .and_then(Value::as_str)
         .unwrap_or("");
     format!(
-        "{object} already exists and was not installed for this provider (it has neither its owner labels nor {PROVIDER_LABEL}={label}); the operator does not take over an object it did not install: delete or rename it, or label it {PROVIDER_LABEL}={label} to hand it over"
+        "{object} already exists and was not installed for this provider (it carries neither this operator's owner labels nor {PROVIDER_LABEL}={label}); the operator does not take over an object it did not install: delete or rename it, or label it {PROVIDER_LABEL}={label} to hand it over"
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capi_operator_api::{OWNER_API_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL};
     use serde_json::json;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -77,10 +70,11 @@ mod tests {
             PROVIDER_LABEL: "infrastructure-docker"}}})
     }
 
-    /// A same-named object of a user or of another provider is refused; the provider's own,
-    /// a component clusterctl or cluster-api-operator installed, and a Namespace are taken.
+    /// A same-named object of a user, or clusterctl's component of another provider, is
+    /// refused; one this operator installed, a component of this provider clusterctl or
+    /// cluster-api-operator installed, and a Namespace are taken.
     #[test]
-    fn only_the_providers_own_objects_and_its_components_are_taken_over() {
+    fn only_objects_this_operator_or_clusterctl_installed_are_taken_over() {
         let d = desired("Deployment");
         let ours = labels(&[
             (OWNER_KIND_LABEL, "InfrastructureProvider"),
@@ -102,11 +96,13 @@ mod tests {
             (OWNER_NAMESPACE_LABEL, "capd-system"),
             (OWNER_NAME_LABEL, "aws"),
         ]);
-        assert!(!may_take_over(&d, &other));
+        // Installed by this operator for another provider whose release ships it too (the
+        // sample core's CRD, in a second provider of another kind): shared, as before.
+        assert!(may_take_over(&d, &other));
         let mut of_go = ours.clone();
         of_go.insert(OWNER_API_LABEL.into(), "operator.cluster.x-k8s.io".into());
         assert!(
-            !may_take_over(&d, &of_go),
+            may_take_over(&d, &of_go),
             "the other API's provider of that name"
         );
         assert!(may_take_over(&desired("Namespace"), &labels(&[])));
