@@ -113,8 +113,12 @@ pub fn guard_name(p: &AnyProvider) -> String {
         p.name()
     );
     let hash = format!("{:x}", Sha256::digest(who.as_bytes()));
-    format!("capi-provider-purge-{}", &hash[..16])
+    format!("{GUARD_PREFIX}{}", &hash[..16])
 }
+
+/// What every guard's name starts with: the sweep removes only objects named so (a label alone
+/// could be put on anyone's policy).
+const GUARD_PREFIX: &str = "capi-provider-purge-";
 
 /// Puts up `p`'s guard: a ValidatingAdmissionPolicy (and its binding) refusing to create
 /// objects of `crds`, so that the last look for custom resources stays true until the CRDs
@@ -313,6 +317,7 @@ pub async fn sweep(ctx: &Ctx) {
         Ok(l) => names.extend(l.items.into_iter().filter_map(|o| o.metadata.name)),
         Err(e) => warn!(error = %e, "listing left-over purge guard bindings"),
     }
+    names.retain(|n| n.starts_with(GUARD_PREFIX));
     names.sort();
     names.dedup();
     for name in names {
