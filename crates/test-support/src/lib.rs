@@ -51,6 +51,10 @@ pub enum Error {
     /// A Kubernetes API call failed.
     #[error(transparent)]
     Kube(#[from] kube::Error),
+    /// Something the test needs is not there (the message says how to get it): the test
+    /// fails rather than passing without its work.
+    #[error("{0}")]
+    Missing(String),
 }
 
 /// A running local control plane.
@@ -96,11 +100,98 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// The `shared/` directory beside the project (`CAPI_SHARED_DIR` overrides it), if present.
+///
+/// A fresh clone has none: only the tests that compare what the project builds with the
+/// published files read it. Those tests are `#[ignore]`d with [`NEEDS_PUBLISHED`] as their
+/// reason, and the test runners include them when this directory exists; a test that needs
+/// Cluster API releases otherwise uses [`releases`].
 pub fn shared_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("CAPI_SHARED_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("../shared"));
     dir.is_dir().then_some(dir)
+}
+
+/// The `#[ignore]` reason of the tests that compare with files published outside the project
+/// (`../shared` or `CAPI_SHARED_DIR`): `make test` includes them when that directory exists.
+pub const NEEDS_PUBLISHED: &str =
+    "compares with the published files of ../shared (CAPI_SHARED_DIR); make test runs it when they are present";
+
+/// The published files of [`shared_dir`], for a test marked with [`NEEDS_PUBLISHED`]: an error
+/// (the test fails) when they are absent, since such a test runs only when asked for.
+pub fn published() -> Result<PathBuf, Error> {
+    shared_dir().ok_or_else(|| {
+        Error::Missing(
+            "../shared (or CAPI_SHARED_DIR) is absent: this test compares with the published \
+             files and runs only where they are"
+                .into(),
+        )
+    })
+}
+
+/// The Cluster API releases the project assembles itself (`e2e/scripts/build-providers.sh`,
+/// run by `make providers`, `make unit` and `make integration`): `<provider>/<version>/` with
+/// clusterctl's file names, for cluster-api, bootstrap-kubeadm and control-plane-kubeadm of
+/// every version the real node runs (v1.10.10 to v1.14.2, v1.11.0 and v1.12.0 among them).
+/// An error (the test fails, naming the command) when the script has not run.
+pub fn releases() -> Result<PathBuf, Error> {
+    assembled_releases()
+        .filter(|dir| dir.join("cluster-api/v1.12.0/core-components.yaml").is_file())
+        .ok_or_else(|| {
+            Error::Missing(
+                "the assembled Cluster API releases are not built: run `make providers` \
+                 (e2e/scripts/build-providers.sh), or point CAPI_PROVIDER_IMAGES at its output"
+                    .into(),
+            )
+        })
+}
+
+/// The manifest of cert-manager v1.11.5 that `e2e/scripts/build-providers.sh` renders for the
+/// real node (the images the project builds); an error when the script has not run.
+pub fn cert_manager_manifest() -> Result<PathBuf, Error> {
+    provider_images()
+        .and_then(|images| Some(images.parent()?.join("cert-manager-v1.11.5/cert-manager.yaml")))
+        .filter(|path| path.is_file())
+        .ok_or_else(|| {
+            Error::Missing(
+                "cert-manager's manifest is not built: run `make providers` \
+                 (e2e/scripts/build-providers.sh)"
+                    .into(),
+            )
+        })
+}
+
+/// Only the CustomResourceDefinitions of [`cert_manager_manifest`], written once beside it
+/// (`crds.yaml`): tests where a Cluster API release needs cert-manager's kinds to exist but
+/// no cert-manager runs.
+pub fn cert_manager_crds() -> Result<PathBuf, Error> {
+    let manifest = cert_manager_manifest()?;
+    let out = manifest.with_file_name("crds.yaml");
+    if out.is_file() {
+        return Ok(out);
+    }
+    let text = std::fs::read_to_string(&manifest)
+        .map_err(|e| Error::Missing(format!("reading {}: {e}", manifest.display())))?;
+    let crds: Vec<&str> = text
+        .split("\n---")
+        .filter(|doc| {
+            doc.lines()
+                .any(|l| l.trim_end() == "kind: CustomResourceDefinition")
+        })
+        .collect();
+    if crds.is_empty() {
+        return Err(Error::Missing(format!(
+            "{} holds no CustomResourceDefinition",
+            manifest.display()
+        )));
+    }
+    // Written under a temporary name and renamed: parallel tests may race to write it.
+    let tmp = out.with_extension(format!("yaml.{}", std::process::id()));
+    let body = crds.join("\n---");
+    std::fs::write(&tmp, body.trim_start_matches('\n'))
+        .and_then(|()| std::fs::rename(&tmp, &out))
+        .map_err(|e| Error::Missing(format!("writing {}: {e}", out.display())))?;
+    Ok(out)
 }
 
 /// The cluster for this test binary, started on first use.
@@ -184,13 +275,16 @@ fn real_node_of(kind: area::Kind, test: &str) -> Option<Result<&'static TestClus
                 .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
         })
         .unwrap_or(false);
+    // A test that cannot run fails: `make test` runs as root with the images built.
     if !root {
-        eprintln!("SKIPPED {test}: the real node needs root");
-        return None;
+        return Some(Err(Error::Missing(format!(
+            "{test}: the real node needs root (make integration runs as root)"
+        ))));
     }
     if !images_store().join("public").is_dir() {
-        eprintln!("SKIPPED {test}: no release images (make images)");
-        return None;
+        return Some(Err(Error::Missing(format!(
+            "{test}: no release images: run `make images`"
+        ))));
     }
     Some(area::cluster(kind, || {
         start_cluster(&[std::ffi::OsStr::new("--real-node")])
