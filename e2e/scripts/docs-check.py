@@ -14,13 +14,15 @@ harness has made what `needs` names exist:
     fresh        no cluster: stop whatever the harness or an earlier block started
     cluster      the local control plane (`make cluster-up` in a private CAPI_CLUSTER_DIR), KUBECONFIG set
     crds         the provider CRDs (manifests/crds)
-    cert-manager cert-manager's CRDs (from the shared test data), as Cluster API releases expect
+    cert-manager cert-manager's CRDs (of the cert-manager `make providers` builds), as Cluster API
+                 releases expect
     github       a local GitHub-compatible server (capi-fake-github) serving the real Cluster API
                  releases as kubernetes-sigs/cluster-api; CAPI_PROVIDERS_GITHUB_API_URL points at it
     operator     the operator running against the cluster (`capi-provider-operator run`), with the
                  provider CRDs and, when `github` is up, `--github-api-url` pointing at it
-    shared       the real releases in ../shared/testdata (CAPI_SHARED_DIR overrides); without them the
-                 block is reported SKIPPED, loudly
+    releases     `releases/` in the repository root: the Cluster API releases in clusterctl's layout
+                 (`releases/<provider>/<version>/<file>`), as a user who downloaded them has; here the
+                 ones `make providers` assembles (a link, removed after the block)
 
 `after=down` says the block stops the cluster itself. `expect` is a regular expression the
 output must match. `exclude` drops the lines starting with that command, which `why` must cover.
@@ -51,6 +53,8 @@ SCRIPTS = os.path.join(ROOT, "e2e", "scripts")
 TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.expanduser("~/.cache/capi-provider-operator/target")
 BIN = os.path.join(TARGET, "debug")
 BLOCK_TIMEOUT = 900
+# Where the blocks that need `releases` find them, as a user who downloaded them would.
+RELEASES_LINK = os.path.join(ROOT, "releases")
 
 # Inline commands that are not lines of a block: what runs them. "run" entries are run here
 # as written; the others name the test or the recorded run that covers them.
@@ -186,7 +190,7 @@ def parse_directive(text: str) -> dict:
             d[key] = value
         else:
             raise Failure(f"unknown directive key {key!r} in {text!r}")
-    unknown = set(d["needs"]) - {"fresh", "cluster", "crds", "cert-manager", "github", "operator", "shared"}
+    unknown = set(d["needs"]) - {"fresh", "cluster", "crds", "cert-manager", "github", "operator", "releases"}
     if unknown:
         raise Failure(f"unknown needs {sorted(unknown)} in {text!r}")
     if d["action"] == "skip" and not d["why"]:
@@ -220,10 +224,17 @@ def command_lines(code: str):
 
 
 class Harness:
-    def __init__(self, shared: str | None):
+    def __init__(self, releases: str, cert_manager: str, clusterctl_dir: str):
         self.tmp = tempfile.mkdtemp(prefix="capi-docs-check-")
         self.cluster_dir = os.path.join(self.tmp, "cluster")
-        self.shared = shared
+        self.releases = releases
+        self.cert_manager_crds = os.path.join(self.tmp, "cert-manager-crds.yaml")
+        with open(cert_manager, encoding="utf-8") as f:
+            docs = [d for d in f.read().split("\n---") if re.search(r"(?m)^kind: CustomResourceDefinition\s*$", d)]
+        if not docs:
+            raise Failure(f"{cert_manager} holds no CustomResourceDefinition")
+        with open(self.cert_manager_crds, "w", encoding="utf-8") as f:
+            f.write("\n---".join(docs))
         self.kubectl_dir = subprocess.run(
             [os.path.join(SCRIPTS, "build.sh")], check=True, capture_output=True, text=True
         ).stdout.strip()
@@ -232,11 +243,10 @@ class Harness:
             {
                 "CAPI_CLUSTER_DIR": self.cluster_dir,
                 "CARGO_TARGET_DIR": TARGET,
-                "PATH": os.pathsep.join([BIN, self.kubectl_dir, os.environ.get("PATH", "")]),
+                # clusterctl as a user has it on PATH: the v1.12.0 make providers builds.
+                "PATH": os.pathsep.join([BIN, self.kubectl_dir, clusterctl_dir, os.environ.get("PATH", "")]),
             }
         )
-        if shared:
-            self.env["CAPI_SHARED_DIR"] = shared
         # As at a terminal: no outer make's flags ("Entering directory"), no credentials.
         for k in ("KUBECONFIG", "CAPI_PROVIDERS_GITHUB_API_URL", "GITHUB_TOKEN", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
             self.env.pop(k, None)
@@ -269,6 +279,8 @@ class Harness:
             self.down()
         if "operator" in needs:
             needs = ["crds", *needs]
+        if "releases" in needs and not os.path.lexists(RELEASES_LINK):
+            os.symlink(self.releases, RELEASES_LINK)
         wanted = [n for n in ("cluster", "crds", "cert-manager", "github", "operator") if n in needs]
         if wanted and wanted[0] != "cluster":
             wanted.insert(0, "cluster")
@@ -279,12 +291,11 @@ class Harness:
                 kc = self.sh("make -s cluster-up", capture_output=True, text=True, check=True).stdout
                 self.env["KUBECONFIG"] = kc.strip().splitlines()[-1]
             elif n == "cert-manager":
-                self.kubectl("apply", "--server-side", "-f",
-                             os.path.join(self.shared, "testdata", "cert-manager", "crds.yaml"))
+                self.kubectl("apply", "--server-side", "-f", self.cert_manager_crds)
             elif n == "github":
                 p = self.background("github", [
                     os.path.join(BIN, "capi-fake-github"), "--dir",
-                    os.path.join(self.shared, "testdata", "providers"), "--repo",
+                    self.releases, "--repo",
                     "kubernetes-sigs/cluster-api=cluster-api,bootstrap-kubeadm,control-plane-kubeadm",
                     "--repo", "example-org/cluster-api-fork=cluster-api",
                 ])
@@ -335,11 +346,14 @@ def self_test() -> None:
 
 def main() -> int:
     self_test()
-    shared_dir = os.environ.get("CAPI_SHARED_DIR") or os.path.join(ROOT, "..", "shared")
-    shared = os.path.abspath(shared_dir) if os.path.isdir(os.path.join(shared_dir, "testdata")) else None
-    if not shared:
-        print(f"SKIPPED: {shared_dir}/testdata not found (set CAPI_SHARED_DIR): blocks that need the "
-              "real releases are not run", file=sys.stderr)
+    # What make providers built (cached: instant); the Makefile builds it before this check.
+    images = subprocess.run([os.path.join(SCRIPTS, "build-providers.sh")], check=True,
+                            capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    releases = os.path.join(os.path.dirname(images), "releases")
+    cert_manager = os.path.join(os.path.dirname(images), "cert-manager-v1.11.5", "cert-manager.yaml")
+    if os.path.lexists(RELEASES_LINK):
+        print(f"{RELEASES_LINK} exists: move it away (docs-check links the releases there)", file=sys.stderr)
+        return 2
 
     # The same invocation as the Makefile's builds, so nothing is compiled again.
     say("cargo build --locked --workspace --all-targets")
@@ -350,9 +364,8 @@ def main() -> int:
     if only and len(docs) != len(only):
         print(f"unknown documents: {sorted(only)}; known: {DOCS}", file=sys.stderr)
         return 2
-    h = Harness(shared)
+    h = Harness(releases, cert_manager, os.path.join(os.path.dirname(images), "cluster-api-v1.12.0"))
     failures: list[str] = []
-    skipped: list[str] = []
     ran_lines: set[str] = set()
     covered: dict[str, str] = {}
     counts = {"blocks run": 0, "inline run": 0}
@@ -385,11 +398,6 @@ def main() -> int:
                         covered[c] = d["why"]
                     print(f"{where}: not run: {d['why']}")
                     continue
-                if "shared" in d["needs"] or {"cert-manager", "github"} & set(d["needs"]):
-                    if not shared:
-                        skipped.append(where)
-                        print(f"SKIPPED: {where}: needs the real releases in ../shared/testdata", file=sys.stderr)
-                        continue
                 run = code
                 if d["exclude"]:
                     kept = []
@@ -421,6 +429,8 @@ def main() -> int:
                 except (subprocess.SubprocessError, Failure) as e:
                     failures.append(f"{where}: {e}")
                 finally:
+                    if os.path.islink(RELEASES_LINK):
+                        os.remove(RELEASES_LINK)
                     for f in h.untracked() - before:
                         p = os.path.join(ROOT, f)
                         if os.path.isfile(p):
@@ -474,7 +484,7 @@ def main() -> int:
 
     say("summary")
     print(f"{counts['blocks run']} blocks and {counts['inline run']} inline commands run as written; "
-          f"{len(skipped)} skipped for lack of ../shared; {len(failures)} failures")
+          f"{len(failures)} failures")
     for f in failures:
         print(f"FAIL: {f}", file=sys.stderr)
     return 1 if failures else 0

@@ -13,7 +13,11 @@ at once.
 Why: the tests spend most of their time waiting on real controllers (one lane keeps a 2-core
 machine at a load of about 1.5), so lanes shorten `make integration` without more CPU.
 
-    test-lanes.py [--lanes N] [--node-lanes M] [--node-areas PREFIX ...]
+    test-lanes.py [--lanes N] [--node-lanes M] [--node-areas PREFIX ...] [--include-ignored]
+
+The summary lists every area with its duration, its tests passed and ignored (a node area that
+took seconds stands out), and the ignored tests with their reason. --include-ignored runs those
+too (make passes it where the published files of ../shared are).
 
 Environment: CARGO (default cargo), CAPI_OPERATOR_CACHE (where the durations are kept,
 default ~/.cache/capi-provider-operator), TEST_AREA_TIMEOUT (seconds an area may run before it is
@@ -23,6 +27,7 @@ killed and failed, default 1800). Exit status 1 when a job failed or could not r
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -97,8 +102,9 @@ def jobs_of(binaries):
 
 
 class Lanes:
-    def __init__(self, jobs, node_areas, node_lanes, times, kubeconfigs, logdir):
+    def __init__(self, jobs, node_areas, node_lanes, times, kubeconfigs, logdir, extra_args):
         self.lock = threading.Lock()
+        self.extra_args = extra_args
         self.node_areas = node_areas
         # Without a recorded duration (a first run), the node areas, the longest as a rule, first.
         self.pending = sorted(jobs, key=lambda j: -times.get(j["key"], 20_000 if self.is_node(j) else 10_000))
@@ -144,7 +150,7 @@ class Lanes:
         start = time.monotonic()
         with open(log, "w") as out:
             child = subprocess.Popen(
-                [job["exe"], "--exact", *job["tests"]], cwd=job["pkg"], env=env,
+                [job["exe"], "--exact", *self.extra_args, *job["tests"]], cwd=job["pkg"], env=env,
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )
             with self.lock:
@@ -161,6 +167,7 @@ class Lanes:
                 self.children.discard(child)
         took = time.monotonic() - start
         text = log.read_text(errors="replace")
+        job["counts"] = test_counts(text)
         with self.lock:
             self.results.append((job, rc, took))
             verdict = "ok" if rc == 0 else f"FAILED (exit {rc})"
@@ -195,11 +202,34 @@ def start_clusters(n, base):
     return kubeconfigs
 
 
+def test_counts(text):
+    """(passed, ignored) of libtest's last result line in an area's output."""
+    m = None
+    for m in re.finditer(r"test result: \w+\. (\d+) passed; \d+ failed; (\d+) ignored", text):
+        pass
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def ignored_tests(jobs):
+    """`binary test: reason` of every #[ignore]d test of the jobs' binaries."""
+    out = []
+    for exe, pkg in sorted({(j["exe"], str(j["pkg"])) for j in jobs}):
+        listed = subprocess.run([exe, "--list", "--ignored", "--format", "terse"], cwd=pkg,
+                                stdout=subprocess.PIPE, text=True, check=False).stdout
+        for line in listed.splitlines():
+            if line.endswith(": test"):
+                out.append(f"{Path(exe).name.rsplit('-', 1)[0]} {line[:-len(': test')]}")
+    if out:
+        out.append("(ignored tests compare with the published files of ../shared: make test runs them where those are)")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lanes", type=int, default=3)
     ap.add_argument("--node-lanes", type=int, default=1, help="node areas run at once, at most")
     ap.add_argument("--node-areas", nargs="*", default=[], help="area prefixes, e.g. node::")
+    ap.add_argument("--include-ignored", action="store_true", help="run the #[ignore]d tests too")
     args = ap.parse_args()
     lanes = max(1, args.lanes)
 
@@ -215,7 +245,8 @@ def main():
     kubeconfigs = start_clusters(lanes, base)
     logdir = work / "logs"
     logdir.mkdir()
-    state = Lanes(jobs, args.node_areas, max(1, args.node_lanes), times, kubeconfigs, logdir)
+    state = Lanes(jobs, args.node_areas, max(1, args.node_lanes), times, kubeconfigs, logdir,
+                  ["--include-ignored"] if args.include_ignored else [])
     print(f"test-lanes: {len(jobs)} areas of {sum(len(j['tests']) for j in jobs)} tests in {lanes} lanes", flush=True)
 
     started = time.monotonic()
@@ -245,9 +276,16 @@ def main():
     except OSError as e:
         print(f"test-lanes: durations not kept: {e}", file=sys.stderr)
 
-    print(f"\n=== test-lanes: {len(state.results)} areas in {time.monotonic() - started:.0f} s; the longest:")
-    for job, rc, took in sorted(state.results, key=lambda r: -r[2])[:12]:
-        print(f"  {took:6.0f} s  {job['key']}{'' if rc == 0 else '  FAILED'}")
+    print(f"\n=== test-lanes: {len(state.results)} areas in {time.monotonic() - started:.0f} s "
+          "(duration, passed, ignored; * a real-node area):")
+    for job, rc, took in sorted(state.results, key=lambda r: -r[2]):
+        passed, ignored = job.get("counts", (0, 0))
+        node = "*" if state.is_node(job) else " "
+        print(f"  {took:6.0f} s {node} {passed:3d} passed {ignored:3d} ignored  {job['key']}"
+              f"{'' if rc == 0 else '  FAILED'}")
+    if not args.include_ignored:
+        for line in ignored_tests(jobs):
+            print(f"  ignored: {line}")
     if failed:
         print("=== test-lanes: FAILED: " + ", ".join(failed))
         return 1

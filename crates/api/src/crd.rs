@@ -62,6 +62,9 @@ pub(crate) struct CrdParts<'a> {
     pub provider_type: ProviderType,
     /// kubectl categories; none leaves the key out.
     pub categories: &'a [&'a str],
+    /// Whether the kind's short name (`cacp`, ...) is declared: one group only may, since
+    /// kubectl resolves a short name two groups claim to either.
+    pub short_name: bool,
     /// additionalPrinterColumns.
     pub printer_columns: Value,
     /// Description of the whole object.
@@ -111,8 +114,10 @@ pub(crate) fn provider_crd(p: CrdParts<'_>) -> Result<CustomResourceDefinition, 
         "listKind": format!("{kind}List"),
         "plural": t.plural(),
         "singular": kind.to_lowercase(),
-        "shortNames": [t.short_name()],
     });
+    if p.short_name {
+        names["shortNames"] = json!([t.short_name()]);
+    }
     if !p.categories.is_empty() {
         names["categories"] = json!(p.categories);
     }
@@ -177,6 +182,7 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
         version: VERSION,
         provider_type: t,
         categories: &[CATEGORY],
+        short_name: true,
         printer_columns: json!([
             { "name": "Version", "type": "string", "jsonPath": ".spec.version", "description": "Desired version" },
             { "name": "Installed", "type": "string", "jsonPath": ".status.installedVersion", "description": "Installed version" },

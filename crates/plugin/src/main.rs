@@ -80,7 +80,9 @@ enum Command {
     /// Check a release's components against the Cluster API provider contracts.
     #[command(after_help = examples::VERIFY)]
     Verify(Box<verify::Args>),
-    /// Show a release's variables with their defaults, and its images.
+    /// Show a release's variables with their defaults, and its images (what `clusterctl
+    /// generate provider --describe` shows; a workload cluster is described by `clusterctl
+    /// describe cluster`, which this is not).
     #[command(after_help = examples::DESCRIBE)]
     Describe(Box<describe::Args>),
     /// Show the objects the operator would apply for a provider: its release from the source

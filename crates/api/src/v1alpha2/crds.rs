@@ -93,7 +93,9 @@ fn strip_nullable(schema: &mut Value) {
 }
 
 /// The CRD of one kind of this API: the other operator's resource name (e.g.
-/// `coreproviders.operator.cluster.x-k8s.io`), short name and printer columns, no categories,
+/// `coreproviders.operator.cluster.x-k8s.io`) and printer columns, in the `capi-providers`
+/// category beside this operator's kinds; its short names (`cacp`, ...) are left to this
+/// operator's group, which answers them,
 /// one served and stored version `v1alpha2` with a status subresource and no conversion webhook.
 pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
     let mut spec = go_schema_of::<ProviderSpec>()?;
@@ -110,7 +112,8 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
         group: GROUP,
         version: VERSION,
         provider_type: t,
-        categories: &[],
+        categories: &[crate::CATEGORY],
+        short_name: false,
         printer_columns: json!([
             { "name": "InstalledVersion", "type": "string", "jsonPath": ".status.installedVersion" },
             { "name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Ready')].status" },

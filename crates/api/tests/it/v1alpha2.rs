@@ -1358,9 +1358,17 @@ fn crds_have_the_other_operators_names_and_columns() -> TestResult {
                 "listKind": format!("{kind}List"),
                 "plural": plural,
                 "singular": kind.to_lowercase(),
-                "shortNames": [short],
+                "categories": ["capi-providers"],
             })
         );
+        // The short name is answered by this operator's group alone: kubectl would resolve a
+        // name both groups claim to either one.
+        let own = serde_json::to_value(capi_operator_api::crd::all_crds()?)?;
+        let own = own
+            .as_array()
+            .and_then(|l| l.iter().find(|c| c["spec"]["names"]["kind"] == *kind))
+            .ok_or("no v1alpha1 CRD of the kind")?;
+        assert_eq!(own["spec"]["names"]["shortNames"], json!([short]));
         assert_eq!(v["spec"]["scope"], "Namespaced");
         // Explicitly none: the conversion webhook of cluster-api-operator's CRDs must not
         // survive their takeover.
@@ -1924,11 +1932,29 @@ fn crds_on_an_api_server() -> TestResult {
         row.contains("v1.10.0") && row.contains("True"),
         "row: {table}"
     );
+    // The short names are this operator's own group's (one group per name); the category
+    // lists this group's kinds too, so `kubectl get capi-providers -A` shows every provider.
     let resources = c.kubectl_ok(&["api-resources", "--api-group=operator.cluster.x-k8s.io"])?;
     for short in ["cacp", "cabp", "cacpp", "caip", "caipamp", "carep", "caap"] {
         assert!(
-            resources.split_whitespace().any(|w| w == short),
-            "{short} missing: {resources}"
+            !resources.split_whitespace().any(|w| w == short),
+            "{short} claimed by the v1alpha2 group too: {resources}"
+        );
+    }
+    let category = c.kubectl_ok(&["api-resources", "--categories=capi-providers", "-o", "name"])?;
+    for plural in [
+        "coreproviders",
+        "bootstrapproviders",
+        "controlplaneproviders",
+        "infrastructureproviders",
+        "ipamproviders",
+        "runtimeextensionproviders",
+        "addonproviders",
+    ] {
+        let name = format!("{plural}.operator.cluster.x-k8s.io");
+        assert!(
+            category.lines().any(|l| l.trim() == name),
+            "{name} not in the capi-providers category: {category}"
         );
     }
     c.kubectl_ok(&["delete", "namespace", &ns, "--wait=false"])?;
