@@ -101,23 +101,27 @@ fn object(body: &str) -> String {
     )
 }
 
-/// The fixture `name`: its components and variables; `None` when it cannot be had.
-fn fixture(name: &str) -> Option<(String, Vec<(&'static str, String)>)> {
+/// A fixture: the components and the variables they are rendered with.
+type Fixture = (String, Vec<(&'static str, String)>);
+
+/// The fixture `name`; an error when it cannot be had (the real core release is built by
+/// `make providers`).
+fn fixture(name: &str) -> Result<Fixture, Box<dyn std::error::Error>> {
     let none = Vec::new();
-    match name {
+    Ok(match name {
         // A block list of `- 0`: 4 bytes a node.
-        "node-dense" => Some((
+        "node-dense" => (
             object(&format!("data:\n  list:\n{}", "  - 0\n".repeat(400_000))),
             none,
-        )),
-        "many-objects" => Some((
+        ),
+        "many-objects" => (
             (0..9_000)
                 .map(|i| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}, namespace: capi-system}}\ndata: {{a: b, c: d}}\n"))
                 .collect(),
             none,
-        )),
+        ),
         // Long scalars, few nodes.
-        "byte-dense" => Some((
+        "byte-dense" => (
             object(&format!(
                 "data:\n{}",
                 (0..16)
@@ -125,19 +129,18 @@ fn fixture(name: &str) -> Option<(String, Vec<(&'static str, String)>)> {
                     .collect::<String>()
             )),
             none,
-        )),
+        ),
         // 300 bytes of V grow to 27 MB through nested replacements.
-        "expansion" => Some((
+        "expansion" => (
             object("data:\n  x: ${V//a/${V//a/${V}}}\n"),
             vec![("V", "a".repeat(300))],
-        )),
+        ),
         "core" => {
-            let shared = capi_test_support::shared_dir()?;
-            let file = shared.join("testdata/providers/cluster-api/v1.12.0/core-components.yaml");
-            Some((std::fs::read_to_string(file).ok()?, none))
+            let file = capi_test_support::releases()?.join("cluster-api/v1.12.0/core-components.yaml");
+            (std::fs::read_to_string(file)?, none)
         }
-        _ => None,
-    }
+        _ => return Err(format!("no fixture {name}").into()),
+    })
 }
 
 /// What a child reported for one fixture.
@@ -181,7 +184,7 @@ fn main() -> TestResult {
     if let [_, child, name] = &args[..]
         && child == "child"
     {
-        let (components, vars) = fixture(name).ok_or("no such fixture")?;
+        let (components, vars) = fixture(name)?;
         let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
         return render_child(components, &vars);
     }
@@ -195,10 +198,6 @@ fn main() -> TestResult {
     ];
     let mut failures = Vec::new();
     for (name, renders) in cases {
-        if fixture(name).is_none() {
-            eprintln!("{name}: not measured (../shared not found)");
-            continue;
-        }
         let Measured {
             bytes,
             nodes,

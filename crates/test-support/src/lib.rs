@@ -193,8 +193,11 @@ pub fn cert_manager_crds() -> Result<PathBuf, Error> {
             manifest.display()
         )));
     }
-    // Written under a temporary name and renamed: parallel tests may race to write it.
-    let tmp = out.with_extension(format!("yaml.{}", std::process::id()));
+    // Written under a temporary name and renamed: parallel tests may race to write it, from
+    // other processes and from other threads of this one (hence the counter).
+    static WRITES: AtomicU32 = AtomicU32::new(0);
+    let n = WRITES.fetch_add(1, Ordering::SeqCst);
+    let tmp = out.with_extension(format!("yaml.{}.{n}", std::process::id()));
     let body = crds.join("\n---");
     std::fs::write(&tmp, body.trim_start_matches('\n'))
         .and_then(|()| std::fs::rename(&tmp, &out))

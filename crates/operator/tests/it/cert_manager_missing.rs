@@ -15,12 +15,8 @@ const KIND: (&str, &str, &str) = ("CoreProvider", "cm-missing", "cluster-api");
 
 #[tokio::test]
 async fn a_missing_cert_manager_is_named_and_its_arrival_retries_at_once() -> TestResult {
-    let Some(shared) = capi_test_support::shared_dir() else {
-        eprintln!(
-            "SKIPPED a_missing_cert_manager_is_named_and_its_arrival_retries_at_once: ../shared (or CAPI_SHARED_DIR) is absent, so the real v1.12.0 core release (which uses cert-manager) is not available"
-        );
-        return Ok(());
-    };
+    let releases = capi_test_support::releases()?;
+    let crds = capi_test_support::cert_manager_crds()?;
     let _serial = capi_test_support::isolated(module_path!()).await;
     let cluster = private_cluster()?;
     cluster.install_crds()?;
@@ -28,7 +24,6 @@ async fn a_missing_cert_manager_is_named_and_its_arrival_retries_at_once() -> Te
     let (_, ns, name) = KIND;
     cluster.ensure_namespace(ns)?;
     let label = [("provider.cluster.x-k8s.io/name", "cluster-api")];
-    let releases = shared.join("testdata/providers");
     release_configmap_from_dir(
         &client,
         ns,
@@ -74,7 +69,6 @@ async fn a_missing_cert_manager_is_named_and_its_arrival_retries_at_once() -> Te
         "no CertManagerNotInstalled warning event: {events}"
     );
 
-    let crds = shared.join("testdata/cert-manager/crds.yaml");
     let arrived = Instant::now();
     cluster.kubectl_ok(&["apply", "--server-side", "-f", &crds.to_string_lossy()])?;
     wait_condition(

@@ -8,14 +8,15 @@ use capi_test_support::workspace_root;
 use serde_json::Value;
 use support::*;
 
-/// `helm template x <chart> ARGS`, or None (SKIPPED said) without CAPI_HELM.
-fn template(test: &str, args: &[&str]) -> Option<Result<String, String>> {
+/// `helm template x <chart> ARGS`: helm's output or its refusal; the outer error (the test
+/// fails) when `CAPI_HELM` is not set.
+fn template(test: &str, args: &[&str]) -> Result<Result<String, String>, String> {
     let helm = helm_bin(test)?;
     let chart = workspace_root().join("manifests/helm/capi-provider-operator");
     let chart = chart.to_string_lossy().into_owned();
     let mut all = vec!["template", "x", &chart, "-n", "ops"];
     all.extend_from_slice(args);
-    Some(helm_run(&helm, &all))
+    Ok(helm_run(&helm, &all))
 }
 
 /// The rendered object of `kind` named `name`.
@@ -42,10 +43,8 @@ fn operator_args(rendered: &str) -> Result<Vec<String>, String> {
 #[test]
 fn the_mirror_configmap_is_watched_only_when_configured_and_must_be_the_releases() -> TestResult {
     let test = "the_mirror_configmap_is_watched_only_when_configured_and_must_be_the_releases";
-    let Some(defaults) = template(test, &[]) else {
-        return Ok(());
-    };
-    let args = operator_args(&defaults?)?;
+    let defaults = template(test, &[])??;
+    let args = operator_args(&defaults)?;
     assert!(
         !args.iter().any(|a| a.starts_with("--image-mirror-config")),
         "the defaults watch a ConfigMap nothing writes, a slot anyone may claim: {args:?}"
@@ -54,8 +53,7 @@ fn the_mirror_configmap_is_watched_only_when_configured_and_must_be_the_releases
     let on = template(
         test,
         &["--set", "imageMirror.images.all.repository=m.example"],
-    )
-    .ok_or("CAPI_HELM unset")??;
+    )??;
     let args = operator_args(&on)?;
     for want in [
         "--image-mirror-config=x-image-mirror",
@@ -73,8 +71,7 @@ fn the_mirror_configmap_is_watched_only_when_configured_and_must_be_the_releases
     );
 
     // A ConfigMap of the user's own: watched, under the same rule.
-    let own =
-        template(test, &["--set", "imageMirror.configMap=mine"]).ok_or("CAPI_HELM unset")??;
+    let own = template(test, &["--set", "imageMirror.configMap=mine"])??;
     let args = operator_args(&own)?;
     for want in [
         "--image-mirror-config=mine",
@@ -97,10 +94,9 @@ fn more_than_one_replica_needs_leader_election() -> TestResult {
         &["leaderElection=false", "replicas=3"],
     ] {
         let args: Vec<&str> = set.iter().flat_map(|s| ["--set", *s]).collect();
-        let Some(out) = template(test, &args) else {
-            return Ok(());
-        };
-        let e = out.err().ok_or(format!("{set:?} was accepted"))?;
+        let e = template(test, &args)?
+            .err()
+            .ok_or(format!("{set:?} was accepted"))?;
         assert!(
             e.contains("don't meet the specifications of the schema")
                 && e.contains("at '/leaderElection': value must be true"),
@@ -113,7 +109,7 @@ fn more_than_one_replica_needs_leader_election() -> TestResult {
         &["replicas=3"],
     ] {
         let args: Vec<&str> = fine.iter().flat_map(|s| ["--set", *s]).collect();
-        template(test, &args).ok_or("CAPI_HELM unset")??;
+        template(test, &args)??;
     }
     Ok(())
 }

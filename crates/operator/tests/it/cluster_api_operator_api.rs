@@ -12,7 +12,7 @@ use crate::support;
 use std::time::Duration;
 
 use capi_fake_remotes::FakeServer;
-use capi_test_support::{go_examples, private_cluster, shared_dir, wait_for};
+use capi_test_support::{go_examples, private_cluster, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, api::ListParams};
 use serde_json::Value;
@@ -146,15 +146,9 @@ fn reason<'a>(p: &'a Value, type_: &str) -> Option<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_api_operator_objects_are_reconciled_unchanged() -> TestResult {
-    let Some(shared) = shared_dir() else {
-        eprintln!(
-            "SKIPPED: ../shared (or CAPI_SHARED_DIR) not found; v1alpha2 objects not reconciled"
-        );
-        return Ok(());
-    };
+    let repo = capi_test_support::releases()?;
     let _serial = capi_test_support::isolated(module_path!()).await;
-    let (cluster, client) = cluster_with_crds(&shared).await?;
-    let repo = shared.join("testdata/providers");
+    let (cluster, client) = cluster_with_crds().await?;
     let github = FakeServer::start(
         &repo,
         &[(
@@ -564,12 +558,9 @@ fn restore_crd(cluster: &capi_test_support::TestCluster, name: &str) -> TestResu
 /// ConfigMap (nothing fetched).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrate_convert_refuses_a_restart_then_replaces_the_objects() -> TestResult {
-    let Some(shared) = shared_dir() else {
-        eprintln!("SKIPPED: ../shared (or CAPI_SHARED_DIR) not found; no release to hand over");
-        return Ok(());
-    };
+    let base = capi_test_support::releases()?.join("cluster-api/v1.12.0");
     let _serial = capi_test_support::isolated(module_path!()).await;
-    let (cluster, client) = cluster_with_crds(&shared).await?;
+    let (cluster, client) = cluster_with_crds().await?;
     let ns = "capi-convert";
     cluster.ensure_namespace(ns)?;
     cluster.ensure_namespace("capi-operator-system")?;
@@ -594,7 +585,6 @@ spec:
 "#,
     )?;
     // Its release ConfigMap, named and labelled as it writes them (gzip above 1 MiB).
-    let base = shared.join("testdata/providers/cluster-api/v1.12.0");
     let metadata = std::fs::read_to_string(base.join("metadata.yaml"))?;
     let components = std::fs::read_to_string(base.join("core-components.yaml"))?;
     let labels = capi_operator_api::v1alpha2::release_configmap_labels(

@@ -28,9 +28,7 @@ use std::{
     time::Duration,
 };
 
-use capi_test_support::{
-    TestCluster, private_cluster, second_private_cluster, shared_dir, wait_for,
-};
+use capi_test_support::{TestCluster, private_cluster, second_private_cluster, wait_for};
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject, GroupVersionKind, ListParams},
@@ -41,28 +39,27 @@ use support::*;
 const T: Duration = Duration::from_secs(180);
 pub(crate) const INFRA_NS: &str = "sample-infra-system";
 
-/// Everything this test needs from outside the repository, or why it is skipped.
+/// Everything this test needs from outside the repository, all built by `make providers`.
 pub(crate) struct Parts {
+    /// The assembled Cluster API releases.
     pub(crate) releases: PathBuf,
+    /// cert-manager's CRDs alone (the releases use its kinds; no cert-manager runs).
+    pub(crate) cert_manager_crds: PathBuf,
     pub(crate) clusterctl: PathBuf,
 }
 
-/// The parts, or `None` after saying loudly why `test` is skipped.
-pub(crate) fn parts(test: &str) -> Option<Parts> {
-    let Some(shared) = shared_dir() else {
-        eprintln!(
-            "SKIPPED {test}: ../shared (or CAPI_SHARED_DIR) is absent, so the real Cluster API releases are not available"
-        );
-        return None;
-    };
-    let Some(clusterctl) = capi_test_support::clusterctl("v1.12.0") else {
-        eprintln!(
-            "SKIPPED {test}: clusterctl v1.12.0 is not built (e2e/scripts/build-providers.sh builds it beside the managers; set CAPI_PROVIDER_IMAGES as make integration does)"
-        );
-        return None;
-    };
-    Some(Parts {
-        releases: shared.join("testdata/providers"),
+/// The parts, or an error naming what to build (`test` fails).
+pub(crate) fn parts(test: &str) -> Result<Parts, Box<dyn std::error::Error>> {
+    let clusterctl = capi_test_support::clusterctl("v1.12.0").ok_or_else(|| {
+        format!(
+            "{test}: clusterctl v1.12.0 is not built: run `make providers` \
+             (e2e/scripts/build-providers.sh builds it beside the managers; set \
+             CAPI_PROVIDER_IMAGES as make integration does)"
+        )
+    })?;
+    Ok(Parts {
+        releases: capi_test_support::releases()?,
+        cert_manager_crds: capi_test_support::cert_manager_crds()?,
         clusterctl,
     })
 }
@@ -90,11 +87,7 @@ pub(crate) async fn management_cluster(
     version: &str,
 ) -> Result<(Client, capi_test_support::OperatorProcess), Box<dyn std::error::Error>> {
     cluster.install_crds()?;
-    let cm_crds = parts
-        .releases
-        .join("../cert-manager/crds.yaml")
-        .to_string_lossy()
-        .into_owned();
+    let cm_crds = parts.cert_manager_crds.to_string_lossy().into_owned();
     cluster.kubectl_ok(&["apply", "--server-side", "-f", &cm_crds])?;
     let client = cluster.client().await?;
     real::load_real_releases(cluster, &client, &parts.releases, &["v1.11.0", "v1.12.0"]).await?;
@@ -280,9 +273,7 @@ fn plan_row<'a>(out: &'a str, namespace: &str, kind: &str) -> Option<Vec<&'a str
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clusterctl_sees_moves_and_cannot_silently_upgrade_operator_providers() -> TestResult {
     let test = "clusterctl_sees_moves_and_cannot_silently_upgrade_operator_providers";
-    let Some(parts) = parts(test) else {
-        return Ok(());
-    };
+    let parts = parts(test)?;
     let _serial = capi_test_support::isolated(module_path!()).await;
     let source = private_cluster()?;
     let target = second_private_cluster()?;

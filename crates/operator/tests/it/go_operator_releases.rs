@@ -9,7 +9,6 @@ use crate::support;
 
 use capi_fake_remotes::FakeServer;
 use capi_operator_api::{ProviderType, v1alpha2};
-use capi_test_support::shared_dir;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use support::*;
@@ -79,15 +78,9 @@ async fn go_release_of(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releases_downloaded_by_cluster_api_operator_are_not_fetched_again() -> TestResult {
-    let Some(shared) = shared_dir() else {
-        eprintln!(
-            "SKIPPED: ../shared (or CAPI_SHARED_DIR) not found; the real core release is needed"
-        );
-        return Ok(());
-    };
+    let providers = capi_test_support::releases()?;
     let _serial = capi_test_support::isolated(module_path!()).await;
-    let (cluster, client) = cluster_with_crds(&shared).await?;
-    let providers = shared.join("testdata/providers");
+    let (cluster, client) = cluster_with_crds().await?;
     let github = FakeServer::start(
         &providers,
         &[("kubernetes-sigs/cluster-api", &["cluster-api"])],
@@ -165,16 +158,10 @@ const PWNED: &str = "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: pwne
 /// taken over: the genuine release is fetched and installed, and nothing planted is applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planted_release_is_not_taken_over_for_a_provider_declared_fresh() -> TestResult {
-    let Some(shared) = shared_dir() else {
-        eprintln!(
-            "SKIPPED: ../shared (or CAPI_SHARED_DIR) not found; the real core release is needed"
-        );
-        return Ok(());
-    };
+    let providers = capi_test_support::releases()?;
     // An area of its own: a fresh cluster, without the providers of the test above.
     let _serial = capi_test_support::isolated(concat!(module_path!(), "::planted")).await;
-    let (cluster, client) = cluster_with_crds(&shared).await?;
-    let providers = shared.join("testdata/providers");
+    let (cluster, client) = cluster_with_crds().await?;
     let github = FakeServer::start(
         &providers,
         &[("kubernetes-sigs/cluster-api", &["cluster-api"])],

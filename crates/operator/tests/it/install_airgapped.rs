@@ -7,7 +7,6 @@ use crate::support;
 
 use std::time::Duration;
 
-use capi_test_support::shared_dir;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, api::ListParams};
 use serde_json::Value;
@@ -94,13 +93,9 @@ fn image_of(d: &Deployment) -> String {
 
 #[tokio::test]
 async fn real_releases_install_from_configmaps() -> TestResult {
-    let Some(shared) = shared_dir() else {
-        eprintln!("SKIPPED: ../shared (or CAPI_SHARED_DIR) not found; real releases not installed");
-        return Ok(());
-    };
+    let repo = capi_test_support::releases()?;
     let _serial = capi_test_support::isolated(module_path!()).await;
-    let (cluster, client) = cluster_with_crds(&shared).await?;
-    let repo = shared.join("testdata/providers");
+    let (cluster, client) = cluster_with_crds().await?;
     for (ns, label, file, name) in [
         (
             "capi-system",

@@ -218,20 +218,14 @@ async fn refused_then_planned(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn move_declares_on_the_target_moves_the_clusters_and_retires_the_source() -> TestResult {
     let test = "move_declares_on_the_target_moves_the_clusters_and_retires_the_source";
-    let Some(parts) = parts(test) else {
-        return Ok(());
-    };
+    let parts = parts(test)?;
     let _serial = capi_test_support::isolated(module_path!()).await;
     let started = Instant::now();
     let source = private_cluster()?;
     let target = second_private_cluster()?;
     let (src, _src_operator) = management_cluster(source, &parts, "v1.12.0").await?;
     target.install_crds()?;
-    let cm_crds = parts
-        .releases
-        .join("../cert-manager/crds.yaml")
-        .to_string_lossy()
-        .into_owned();
+    let cm_crds = parts.cert_manager_crds.to_string_lossy().into_owned();
     target.kubectl_ok(&["apply", "--server-side", "-f", &cm_crds])?;
     let tgt = target.client().await?;
     let _tgt_operator = start_operator(target, &[])?;

@@ -387,9 +387,7 @@ async fn manifests_and_examples_apply() -> TestResult {
 /// The Helm chart lints, renders (with provider objects from values) and the result applies.
 #[tokio::test]
 async fn helm_chart_lints_renders_and_applies() -> TestResult {
-    let Some(helm) = helm_bin("helm_chart_lints_renders_and_applies") else {
-        return Ok(());
-    };
+    let helm = helm_bin("helm_chart_lints_renders_and_applies")?;
     let _serial = capi_test_support::isolated(module_path!()).await;
     let cluster = private_cluster()?;
     cluster.install_crds()?;
@@ -547,9 +545,7 @@ fn check_monitoring_templates(
 /// leaves the CRDs.
 #[tokio::test]
 async fn helm_install_upgrade_and_values_schema() -> TestResult {
-    let Some(helm) = helm_bin("helm_install_upgrade_and_values_schema") else {
-        return Ok(());
-    };
+    let helm = helm_bin("helm_install_upgrade_and_values_schema")?;
     let _serial = capi_test_support::isolated(module_path!()).await;
     let cluster = private_cluster()?;
     cluster.install_crds()?;

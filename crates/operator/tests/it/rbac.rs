@@ -17,12 +17,8 @@ const T: Duration = Duration::from_secs(120);
 /// bootstrap and kubeadm control-plane releases: the RBAC is enough, without cluster-admin.
 #[tokio::test]
 async fn operator_works_with_exactly_the_shipped_rbac() -> TestResult {
-    let Some(shared) = capi_test_support::shared_dir() else {
-        eprintln!(
-            "SKIPPED operator_works_with_exactly_the_shipped_rbac: ../shared (or CAPI_SHARED_DIR) is absent, so the real v1.12.0 releases are not available"
-        );
-        return Ok(());
-    };
+    let releases = capi_test_support::releases()?;
+    let cm_crds = capi_test_support::cert_manager_crds()?;
     let _serial = capi_test_support::isolated(module_path!()).await;
     let cluster = private_cluster()?;
     cluster.install_crds()?;
@@ -41,10 +37,8 @@ async fn operator_works_with_exactly_the_shipped_rbac() -> TestResult {
             &root.join("manifests/operator").join(f).to_string_lossy(),
         ])?;
     }
-    let cm_crds = shared.join("testdata/cert-manager/crds.yaml");
     cluster.kubectl_ok(&["apply", "--server-side", "-f", &cm_crds.to_string_lossy()])?;
     let client = cluster.client().await?;
-    let releases = shared.join("testdata/providers");
     let providers = [
         (
             "CoreProvider",

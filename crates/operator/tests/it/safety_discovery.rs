@@ -70,12 +70,8 @@ async fn cert_manager_kinds_served(cluster: &TestCluster) -> TestResult {
 
 #[tokio::test]
 async fn cert_manager_installed_after_the_operator_is_owned() -> TestResult {
-    let Some(shared) = capi_test_support::shared_dir() else {
-        eprintln!(
-            "SKIPPED cert_manager_installed_after_the_operator_is_owned: ../shared (or CAPI_SHARED_DIR) is absent, so the real v1.12.0 core release (which uses cert-manager) is not available"
-        );
-        return Ok(());
-    };
+    let releases = capi_test_support::releases()?;
+    let crds = capi_test_support::cert_manager_crds()?;
     let _serial = capi_test_support::isolated(module_path!()).await;
     let cluster = private_cluster()?;
     cluster.install_crds()?;
@@ -83,7 +79,6 @@ async fn cert_manager_installed_after_the_operator_is_owned() -> TestResult {
     let (_, ns, name) = KIND;
     cluster.ensure_namespace(ns)?;
     let label = [("provider.cluster.x-k8s.io/name", "cluster-api")];
-    let releases = shared.join("testdata/providers");
     release_configmap_from_dir(
         &client,
         ns,
@@ -97,7 +92,6 @@ async fn cert_manager_installed_after_the_operator_is_owned() -> TestResult {
     let operator = start_operator(cluster, &[])?;
     // The operator has discovered its kinds (and found no cert-manager) before it arrives.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let crds = shared.join("testdata/cert-manager/crds.yaml");
     cluster.kubectl_ok(&["apply", "--server-side", "-f", &crds.to_string_lossy()])?;
     cert_manager_kinds_served(cluster).await?;
     apply(

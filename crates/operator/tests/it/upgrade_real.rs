@@ -12,7 +12,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use capi_test_support::{shared_dir, wait_for};
+use capi_test_support::wait_for;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, api::ListParams};
 use serde_json::Value;
@@ -84,15 +84,9 @@ async fn images(client: &kube::Client, ns: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_releases_upgrade_from_v1_11_to_v1_12_keeping_custom_resources() -> TestResult {
-    let Some(shared) = shared_dir() else {
-        eprintln!(
-            "SKIPPED real_releases_upgrade_from_v1_11_to_v1_12_keeping_custom_resources: ../shared (or CAPI_SHARED_DIR) is absent, so the real v1.11.0/v1.12.0 releases are not available"
-        );
-        return Ok(());
-    };
+    let releases = capi_test_support::releases()?;
     let _serial = capi_test_support::isolated(module_path!()).await;
-    let (cluster, client) = cluster_with_crds(&shared).await?;
-    let releases = shared.join("testdata/providers");
+    let (cluster, client) = cluster_with_crds().await?;
     for (_, ns, _, label, file) in PROVIDERS {
         cluster.ensure_namespace(ns)?;
         for v in ["v1.11.0", "v1.12.0"] {

@@ -8,7 +8,6 @@ use crate::support;
 use std::time::Duration;
 
 use capi_fake_remotes::FakeServer;
-use capi_test_support::shared_dir;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
 use kube::{Api, api::ListParams};
 use serde_json::Value;
@@ -51,14 +50,11 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_releases_install_from_github() -> TestResult {
-    let Some(shared) = shared_dir() else {
-        eprintln!("SKIPPED: ../shared (or CAPI_SHARED_DIR) not found; real releases not installed");
-        return Ok(());
-    };
+    let releases = capi_test_support::releases()?;
     let _serial = capi_test_support::isolated(module_path!()).await;
-    let (cluster, client) = cluster_with_crds(&shared).await?;
+    let (cluster, client) = cluster_with_crds().await?;
     let github = FakeServer::start(
-        &shared.join("testdata/providers"),
+        &releases,
         &[(
             "kubernetes-sigs/cluster-api",
             &["cluster-api", "bootstrap-kubeadm", "control-plane-kubeadm"],

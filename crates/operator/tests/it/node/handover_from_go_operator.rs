@@ -49,21 +49,22 @@ const PROVIDERS: [(&str, &str, &str, &str, &str, &str, &str); 3] = [
     ),
 ];
 
-/// The Go operator's release manifest (`e2e/scripts/build-providers.sh` renders it), or `None`
-/// after saying loudly why the test is skipped.
-fn go_release(test: &str) -> Option<PathBuf> {
-    let path = capi_test_support::provider_images()?
-        .parent()?
-        .join(format!(
-            "cluster-api-operator-{GO_VERSION}/operator-components.yaml"
-        ));
-    if !path.is_file() {
-        eprintln!(
-            "SKIPPED {test}: cluster-api-operator {GO_VERSION} is not built (e2e/scripts/build-providers.sh)"
-        );
-        return None;
-    }
-    Some(path)
+/// The Go operator's release manifest (`e2e/scripts/build-providers.sh` renders it), or an
+/// error naming `make providers` (the test fails) when it is not built.
+fn go_release(test: &str) -> Result<PathBuf, String> {
+    capi_test_support::provider_images()
+        .and_then(|images| {
+            Some(images.parent()?.join(format!(
+                "cluster-api-operator-{GO_VERSION}/operator-components.yaml"
+            )))
+        })
+        .filter(|path| path.is_file())
+        .ok_or_else(|| {
+            format!(
+                "{test}: cluster-api-operator {GO_VERSION} is not built: run `make providers` \
+                 (e2e/scripts/build-providers.sh)"
+            )
+        })
 }
 
 /// A v1alpha2 object as cluster-api-operator's air-gapped documentation writes it, placed on
@@ -103,19 +104,12 @@ fn go_key(kind: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> TestResult {
     let test = "a_running_cluster_api_operator_is_handed_over_without_a_restart";
-    let Some(parts) = real_node_parts(test) else {
-        return Ok(());
-    };
-    let Some(go) = go_release(test) else {
-        return Ok(());
-    };
+    let parts = real_node_parts()?;
+    let go = go_release(test)?;
     let _serial = capi_test_support::isolated(module_path!()).await;
     let start = std::time::Instant::now();
     let step = |what: &str| eprintln!("[{:>5.1}s] {what}", start.elapsed().as_secs_f64());
-    let Some(cluster) = real_node(test) else {
-        return Ok(());
-    };
-    let cluster = cluster?;
+    let cluster = real_node(test)?;
     let client = cluster.client().await?;
     // This operator's own API; the v1alpha2 CRDs are cluster-api-operator's, from its release.
     let crds = capi_test_support::workspace_root().join("manifests/crds");

@@ -1,5 +1,5 @@
-//! Tests that run real provider managers on a node of their own: they need root and say SKIPPED
-//! otherwise. They run on the real node (`cluster-up.sh --real-node`: containerd pulls the release
+//! Tests that run real provider managers on a node of their own: they need root and the images
+//! of `make images`, and fail, saying so, without them. They run on the real node (`cluster-up.sh --real-node`: containerd pulls the release
 //! images of `make images`); `helm_chart` holds the chart-value checks `operator_image` runs.
 
 mod credential_rotation;

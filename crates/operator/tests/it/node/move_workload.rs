@@ -130,18 +130,16 @@ async fn machine_names(client: &Client) -> Result<Vec<String>, kube::Error> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_workload_real_controllers_run_moves_with_its_machines_to_the_target() -> TestResult {
     let test = "a_workload_real_controllers_run_moves_with_its_machines_to_the_target";
-    let Some(parts) = real_node_parts(test) else {
-        return Ok(());
-    };
-    let Some(clusterctl) = capi_test_support::clusterctl(VERSION) else {
-        eprintln!(
-            "SKIPPED {test}: clusterctl {VERSION} is not built (e2e/scripts/build-providers.sh)"
-        );
-        return Ok(());
-    };
+    let parts = real_node_parts()?;
+    let clusterctl = capi_test_support::clusterctl(VERSION).ok_or_else(|| {
+        format!(
+            "{test}: clusterctl {VERSION} is not built: run `make providers` \
+             (e2e/scripts/build-providers.sh)"
+        )
+    })?;
     let _serial = capi_test_support::isolated(module_path!()).await;
     let started = std::time::Instant::now();
-    let source = real_node(test).ok_or("no real node")??;
+    let source = real_node(test)?;
     let target =
         capi_test_support::second_real_node_cluster(test).ok_or("no second real node")??;
 

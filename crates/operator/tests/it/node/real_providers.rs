@@ -56,14 +56,9 @@ fn kcp(name: &str, replicas: u32, version: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_managers_become_ready_and_their_webhooks_answer() -> TestResult {
     let test = "real_managers_become_ready_and_their_webhooks_answer";
-    let Some(parts) = real_node_parts(test) else {
-        return Ok(());
-    };
+    let parts = real_node_parts()?;
     let _serial = capi_test_support::isolated(AREA).await;
-    let Some(cluster) = real_node(test) else {
-        return Ok(());
-    };
-    let (cluster, client, operator) = installed(cluster?, &parts).await?;
+    let (cluster, client, operator) = installed(real_node(test)?, &parts).await?;
     let log = |e: String| -> Box<dyn std::error::Error> {
         format!("{e}\n--- operator log ---\n{}", operator.logs()).into()
     };
@@ -177,14 +172,9 @@ async fn real_managers_become_ready_and_their_webhooks_answer() -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_looping_manager_is_never_ready() -> TestResult {
     let test = "a_crash_looping_manager_is_never_ready";
-    let Some(parts) = real_node_parts(test) else {
-        return Ok(());
-    };
+    let parts = real_node_parts()?;
     let _serial = capi_test_support::isolated(AREA).await;
-    let Some(cluster) = real_node(test) else {
-        return Ok(());
-    };
-    let (cluster, client, operator) = installed(cluster?, &parts).await?;
+    let (cluster, client, operator) = installed(real_node(test)?, &parts).await?;
     let log = |e: Box<dyn std::error::Error>| -> Box<dyn std::error::Error> {
         format!("{e}\n--- operator log ---\n{}", operator.logs()).into()
     };
@@ -276,14 +266,9 @@ const ALL_MANAGER_FIELDS: &str = r#"  manager:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_manager_field_has_its_real_effect_or_is_reported() -> TestResult {
     let test = "every_manager_field_has_its_real_effect_or_is_reported";
-    let Some(parts) = real_node_parts(test) else {
-        return Ok(());
-    };
+    let parts = real_node_parts()?;
     let _serial = capi_test_support::isolated(AREA).await;
-    let Some(cluster) = real_node(test) else {
-        return Ok(());
-    };
-    let (cluster, client, operator) = installed(cluster?, &parts).await?;
+    let (cluster, client, operator) = installed(real_node(test)?, &parts).await?;
     let log = |e: Box<dyn std::error::Error>| -> Box<dyn std::error::Error> {
         format!("{e}\n--- operator log ---\n{}", operator.logs()).into()
     };

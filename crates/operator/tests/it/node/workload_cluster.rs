@@ -19,15 +19,14 @@
 //! 3. the core provider's deletion blocked by the Cluster, naming it, until the controllers have
 //!    deleted the Cluster.
 //!
-//! Releases: v1.10.10 and v1.14.2 as `e2e/scripts/build-providers.sh` assembles them from their
-//! modules' `config/`; v1.11.0 as published (`../shared/testdata`); the docker provider's as that
-//! script renders them. `CAPI_KILL_SEED` (default 20261124) picks the kill points,
+//! Releases: v1.10.10, v1.11.0 and v1.14.2 as `e2e/scripts/build-providers.sh` assembles them
+//! from their modules' `config/`; the docker provider's as that script renders them. `CAPI_KILL_SEED` (default 20261124) picks the kill points,
 //! `CAPI_KILL_RUNS` (default 2) the kills per step; both are printed so a failing run can be
 //! replayed.
 
 use crate::support;
 
-use std::{path::Path, time::Duration};
+use std::time::Duration;
 
 use capi_test_support::{OperatorProcess, Rng, TestCluster, env_u64, wait_for};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -241,13 +240,13 @@ impl Setup {
 
 /// cert-manager, the releases, the operator, the four providers at [`V1BETA1_LINE`] and the
 /// workload cluster up with one worker, written in v1beta1.
-async fn set_up(parts: &RealParts, assembled: &Path) -> Result<Setup, Box<dyn std::error::Error>> {
-    let cluster = capi_test_support::real_node_cluster("workload").ok_or("no real node")??;
+async fn set_up(parts: &RealParts) -> Result<Setup, Box<dyn std::error::Error>> {
+    let cluster = real_node("workload")?;
     cluster.install_crds()?;
     let client = cluster.client().await?;
     install_cert_manager(cluster, &client, parts).await?;
-    load_real_releases(cluster, &client, assembled, &[V1BETA1_LINE, NEWEST]).await?;
-    load_real_releases(cluster, &client, &parts.releases, &[V1BETA2_LINE]).await?;
+    let versions = [V1BETA1_LINE, V1BETA2_LINE, NEWEST];
+    load_real_releases(cluster, &client, &parts.releases, &versions).await?;
     load_capd_releases(cluster, &client, &[V1BETA1_LINE, V1BETA2_LINE, CAPD_NEWEST]).await?;
     let operator = start_operator(cluster, &[])?;
     let ip = capd_pod_ip(cluster)?;
@@ -590,15 +589,7 @@ async fn blocked_deletion(s: &Setup) -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn workload_cluster_through_upgrades_contract_change_and_blocked_deletion() -> TestResult {
     let test = "workload_cluster_through_upgrades_contract_change_and_blocked_deletion";
-    let Some(parts) = real_node_parts(test) else {
-        return Ok(());
-    };
-    let Some(assembled) = capi_test_support::assembled_releases() else {
-        eprintln!(
-            "SKIPPED {test}: no assembled Cluster API releases beside the images file (e2e/scripts/build-providers.sh)"
-        );
-        return Ok(());
-    };
+    let parts = real_node_parts()?;
     let _serial = capi_test_support::isolated(module_path!()).await;
     let seed = env_u64("CAPI_KILL_SEED", 20_261_124);
     let runs = env_u64("CAPI_KILL_RUNS", 2);
@@ -611,7 +602,7 @@ async fn workload_cluster_through_upgrades_contract_change_and_blocked_deletion(
             started.elapsed().as_secs_f64()
         )
     };
-    let mut s = set_up(&parts, &assembled).await?;
+    let mut s = set_up(&parts).await?;
     lap("set-up");
     contract_change(&mut s, &mut rng, runs).await?;
     lap("contract change");

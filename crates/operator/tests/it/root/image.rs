@@ -347,42 +347,39 @@ fn dockerfile_agrees_with_the_manifests_chart_workspace_and_binary() -> TestResu
     }
 
     // The runtime base has glibc and libgcc only: the binary may need nothing else.
-    match Command::new("readelf")
+    let out = Command::new("readelf")
         .args(["-d"])
         .arg(operator_bin())
         .output()
-    {
-        Ok(out) if out.status.success() => {
-            let allowed = [
-                "libc.so.6",
-                "libm.so.6",
-                "libgcc_s.so.1",
-                "libpthread.so.0",
-                "libdl.so.2",
-                "librt.so.1",
-                "ld-linux-x86-64.so.2",
-                "ld-linux-aarch64.so.1",
-            ];
-            let text = String::from_utf8_lossy(&out.stdout);
-            let needed: Vec<&str> = text
-                .lines()
-                .filter(|l| l.contains("(NEEDED)"))
-                .filter_map(|l| l.split('[').nth(1)?.split(']').next())
-                .collect();
-            assert!(
-                !needed.is_empty(),
-                "readelf found no NEEDED entries:\n{text}"
-            );
-            for lib in needed {
-                assert!(
-                    allowed.contains(&lib),
-                    "the binary needs {lib}, which gcr.io/distroless/cc-debian12 does not ship"
-                );
-            }
-        }
-        _ => eprintln!(
-            "SKIPPED: readelf not available; the binary's shared libraries were not checked"
-        ),
+        .map_err(|e| format!("readelf (package binutils) is needed to check the binary: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("readelf -d: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    let allowed = [
+        "libc.so.6",
+        "libm.so.6",
+        "libgcc_s.so.1",
+        "libpthread.so.0",
+        "libdl.so.2",
+        "librt.so.1",
+        "ld-linux-x86-64.so.2",
+        "ld-linux-aarch64.so.1",
+    ];
+    let text = String::from_utf8_lossy(&out.stdout);
+    let needed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1)?.split(']').next())
+        .collect();
+    assert!(
+        !needed.is_empty(),
+        "readelf found no NEEDED entries:\n{text}"
+    );
+    for lib in needed {
+        assert!(
+            allowed.contains(&lib),
+            "the binary needs {lib}, which gcr.io/distroless/cc-debian12 does not ship"
+        );
     }
     Ok(())
 }
@@ -411,11 +408,17 @@ fn proc_status(pid: u32, key: &str) -> Option<String> {
 async fn runs_as_the_deployment_runs_the_image() -> TestResult {
     let is_root = proc_status(std::process::id(), "Uid")
         .is_some_and(|u| u.split_whitespace().next() == Some("0"));
-    if !is_root || !tool("unshare") || !tool("setpriv") {
-        eprintln!(
-            "SKIPPED: running as the image runs needs root, unshare and setpriv (util-linux) to drop to user 65532 on a read-only root filesystem"
+    if !is_root {
+        return Err(
+            "running as the image runs needs root to drop to user 65532 on a read-only \
+             root filesystem (make integration runs as root)"
+                .into(),
         );
-        return Ok(());
+    }
+    for needed in ["unshare", "setpriv"] {
+        if !tool(needed) {
+            return Err(format!("{needed} is not installed: install util-linux").into());
+        }
     }
     let _serial = capi_test_support::isolated(module_path!()).await;
     let cluster = private_cluster()?;
@@ -622,10 +625,8 @@ fn make_image_builds_what_the_dockerfile_declares() -> TestResult {
     let link = store.join(format!(
         "repositories/{repo}/_manifests/tags/{tag}/current/link"
     ));
-    let Ok(top) = std::fs::read_to_string(&link) else {
-        eprintln!("SKIPPED: no {repo}:{tag} stored (make image)");
-        return Ok(());
-    };
+    let top = std::fs::read_to_string(&link)
+        .map_err(|e| format!("no {repo}:{tag} stored ({e}): run `make image`"))?;
     let path = |digest: &str| {
         let hex = digest.trim().trim_start_matches("sha256:").to_string();
         store.join(format!(

@@ -77,14 +77,14 @@ pub fn apply(cluster: &TestCluster, yaml: &str) -> Result<String, Box<dyn std::e
     Ok(applied?)
 }
 
-/// This test binary's private cluster with the provider CRDs and cert-manager's CRDs (from the
-/// shared test data, as Cluster API releases use its kinds), and a client of it.
-pub async fn cluster_with_crds(
-    shared: &Path,
-) -> Result<(&'static TestCluster, Client), Box<dyn std::error::Error>> {
+/// This test binary's private cluster with the provider CRDs and cert-manager's CRDs (those of
+/// the cert-manager `make providers` builds, as Cluster API releases use its kinds), and a
+/// client of it. Fails, naming `make providers`, when cert-manager is not built.
+pub async fn cluster_with_crds()
+-> Result<(&'static TestCluster, Client), Box<dyn std::error::Error>> {
+    let cm_crds = capi_test_support::cert_manager_crds()?;
     let cluster = capi_test_support::private_cluster()?;
     cluster.install_crds()?;
-    let cm_crds = shared.join("testdata/cert-manager/crds.yaml");
     cluster.kubectl_ok(&["apply", "--server-side", "-f", &cm_crds.to_string_lossy()])?;
     let client = cluster.client().await?;
     Ok((cluster, client))
@@ -347,15 +347,17 @@ pub async fn load_core(cluster: &TestCluster, client: &Client, ns: &str) -> Test
     Ok(())
 }
 
-/// The helm binary `make integration` built (CAPI_HELM), or None after saying SKIPPED loudly.
-pub fn helm_bin(test: &str) -> Option<std::ffi::OsString> {
-    let helm = std::env::var_os("CAPI_HELM").filter(|h| !h.is_empty());
-    if helm.is_none() {
-        eprintln!(
-            "SKIPPED {test}: CAPI_HELM is not set (make integration builds helm with e2e/scripts/helm.sh)"
-        );
-    }
-    helm
+/// The helm binary `make integration` built (`CAPI_HELM`); an error saying how to get it when
+/// unset, so that `test` fails rather than passing without its work.
+pub fn helm_bin(test: &str) -> Result<std::ffi::OsString, String> {
+    std::env::var_os("CAPI_HELM")
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "{test}: CAPI_HELM is not set: run through make integration or set \
+                 CAPI_HELM=$(e2e/scripts/helm.sh)"
+            )
+        })
 }
 
 /// Runs helm with `args`: Ok(stdout) on success, Err(stdout + stderr) otherwise.

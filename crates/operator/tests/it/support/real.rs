@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use capi_test_support::{TestCluster, shared_dir, wait_for};
+use capi_test_support::{TestCluster, wait_for};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Pod},
@@ -53,43 +53,34 @@ pub const ON_REAL_NODE: &str = r#"  deployment:
       effect: NoSchedule
 "#;
 
-/// What the real-provider tests need: the releases in `../shared` and cert-manager's manifest.
+/// What the real-provider tests need: the Cluster API releases and cert-manager's manifest, both
+/// as `make providers` builds them.
 pub struct RealParts {
-    /// `../shared/testdata/providers`.
+    /// The assembled releases ([`capi_test_support::releases`]).
     pub releases: PathBuf,
     /// cert-manager's release manifest, rendered for the real node.
     pub cert_manager: PathBuf,
 }
 
 /// The real parts for the real node (`cluster-up.sh --real-node`, whose containerd pulls the
-/// images of `make images`): cert-manager's release manifest of `make providers` (scheduled onto
-/// the real node, images unchanged). `None` after saying why the test is skipped.
-pub fn real_node_parts(test: &str) -> Option<RealParts> {
-    let Some(shared) = shared_dir() else {
-        eprintln!("SKIPPED {test}: ../shared (or CAPI_SHARED_DIR) is absent");
-        return None;
-    };
-    let images = capi_test_support::provider_images().or_else(|| {
-        eprintln!("SKIPPED {test}: the managers are not built (e2e/scripts/build-providers.sh)");
-        None
-    })?;
-    let cert_manager = images
-        .parent()?
-        .join("cert-manager-v1.11.5/cert-manager.yaml");
-    if !cert_manager.is_file() {
-        eprintln!("SKIPPED {test}: no {}", cert_manager.display());
-        return None;
-    }
-    Some(RealParts {
-        releases: shared.join("testdata/providers"),
-        cert_manager,
+/// images of `make images`): the releases and cert-manager's release manifest of
+/// `make providers` (scheduled onto the real node, images unchanged). An error naming what to
+/// build when one is missing: the test fails.
+pub fn real_node_parts() -> Result<RealParts, capi_test_support::Error> {
+    Ok(RealParts {
+        releases: capi_test_support::releases()?,
+        cert_manager: capi_test_support::cert_manager_manifest()?,
     })
 }
 
-/// The private cluster of the current area with a real node; `None` after saying why the test
-/// is skipped (no root, no `make images`).
-pub fn real_node(test: &str) -> Option<Result<&'static TestCluster, Box<dyn std::error::Error>>> {
-    capi_test_support::real_node_cluster(test).map(|c| c.map_err(Into::into))
+/// The private cluster of the current area with a real node; an error (the test fails) without
+/// root or without the images of `make images`.
+pub fn real_node(test: &str) -> Result<&'static TestCluster, capi_test_support::Error> {
+    capi_test_support::real_node_cluster(test).unwrap_or_else(|| {
+        Err(capi_test_support::Error::Missing(format!(
+            "{test}: no real node"
+        )))
+    })
 }
 
 /// The first directory named `name` at most `depth` levels under `dir` (a pod's or container's
@@ -237,7 +228,7 @@ pub async fn wait_available(
     ok.ok_or_else(|| format!("Deployment {namespace}/{name} not available").into())
 }
 
-/// Loads the real releases (`releases`: `../shared/testdata/providers`) of `versions` into
+/// Loads the real releases (`releases`: [`RealParts::releases`]) of `versions` into
 /// ConfigMaps of the providers' namespaces.
 pub async fn load_real_releases(
     cluster: &TestCluster,

@@ -40,7 +40,8 @@ pub const KUBERNETES_VERSION: &str = "v1.33.0";
 /// The docker provider's release of `version` that build-providers.sh rendered beside the images
 /// file: (metadata.yaml, infrastructure-components.yaml).
 pub fn capd_release(version: &str) -> Result<(String, String), Box<dyn std::error::Error>> {
-    let images = capi_test_support::provider_images().ok_or("CAPI_PROVIDER_IMAGES is not set")?;
+    let images = capi_test_support::provider_images()
+        .ok_or("the providers are not built: run `make providers` (or set CAPI_PROVIDER_IMAGES)")?;
     let dir = images
         .parent()
         .map(PathBuf::from)
