@@ -5,7 +5,7 @@
 # are safe Rust, a panic is the finding, and AddressSanitizer roughly doubles the build and halves the
 # executions of a 20-s run. The long `make fuzz` keeps AddressSanitizer for the unsafe code of dependencies.
 # Needs the nightly toolchain (libFuzzer's instrumentation) and cargo-fuzz; installs cargo-fuzz
-# from crates.io into the cache, and says SKIPPED loudly when no nightly toolchain can be had.
+# from crates.io into the cache, and fails when no nightly toolchain can be had.
 # Corpora live in the cache, so runs build on each other; a crash fails the run and leaves its
 # input in fuzz/artifacts/<target>/ to turn into a regression test.
 set -euo pipefail
@@ -19,8 +19,8 @@ cache=${CAPI_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-provider-opera
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
   echo "fuzz: installing the nightly toolchain" >&2
   if ! rustup toolchain install nightly --profile minimal >&2; then
-    echo "SKIPPED fuzzing: no nightly Rust toolchain could be installed (libFuzzer needs it)" >&2
-    exit 0
+    echo "fuzz: FAIL: no nightly Rust toolchain could be installed (libFuzzer needs it)" >&2
+    exit 1
   fi
 fi
 fuzz_bin="$cache/cargo-fuzz/bin"
