@@ -121,9 +121,8 @@ INLINE = {
         "covered", "make integration runs the node:: areas (a step of make test)"),
     "make demo-real": ("covered", "needs root and minutes: run by hand (its times are in the README); its dry run, e2e/scripts/demo-real.sh --dry-run, is a block of docs/user-guide.md run here, and crates/operator/tests/it/node/operator_image.rs installs the same chart and real providers on the real node"),
     "make image": ("covered", "a prerequisite of make integration, a step of make test"),
+    "make check-generated": ("covered", "a step of make test"),
     "kubectl apply -k": ("covered", "crates/operator/tests/it/node/operator_image.rs applies an overlay of manifests/ on the real node"),
-    "kubectl capi-providers move --to-kubeconfig target.kubeconfig": (
-        "covered", "crates/operator/tests/it/move_management_cluster.rs runs it on two local control planes"),
     "make integration": ("covered", "a step of make test"),
     "make long-checks": ("covered", "a step of make test"),
     "make real-node-check": ("covered", "a step of make test"),
