@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from common import TARGET, Cluster
+from common import TARGET, Cluster, cert_manager_crds
 import scale
 from scale import Operator, large_release, prepare
 
@@ -104,8 +104,7 @@ def measure(binary: str, repo: str, budget: str, group: str | None) -> dict:
     op = None
     try:
         url = server.stdout.readline().strip() if server.stdout else ""
-        shared = os.environ.get("CAPI_SHARED_DIR", "/work/shared")
-        c.k("apply", "--server-side", "-f", os.path.join(shared, "testdata/cert-manager/crds.yaml"))
+        c.k("apply", "--server-side", "-f", cert_manager_crds())
         prepare(c, [(k, ns, n) for k, ns, n, *_ in PROVIDERS])
         scale.BIN = wrapper(binary, group) if group else binary
         flag = [] if budget == "auto" else ["--release-memory-mib", budget]

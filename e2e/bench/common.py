@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -44,6 +46,46 @@ def without_inventory(rendered: str) -> str:
 def run(*args, **kw):
     return subprocess.run(args, check=True, capture_output=True, text=True, **kw).stdout
 
+
+
+@functools.cache
+def providers_dir() -> str:
+    """What e2e/scripts/build-providers.sh builds (a no-op once built): the Cluster API releases it
+    assembles from each module's own config/ (releases/<provider>/<version>/, the published
+    v1.12.0 byte for byte) and cert-manager's manifest. Exits with the reason when it cannot."""
+    try:
+        images = run(os.path.join(SCRIPTS, "build-providers.sh")).strip()
+    except (OSError, subprocess.CalledProcessError) as e:
+        detail = getattr(e, "stderr", "") or str(e)
+        sys.exit(f"the benchmarks need the real releases of e2e/scripts/build-providers.sh (make providers), "
+                 f"which failed: {detail.strip()[-2000:]}")
+    return os.path.dirname(images)
+
+
+def releases() -> str:
+    """The assembled Cluster API releases, clusterctl's local-repository layout."""
+    return os.path.join(providers_dir(), "releases")
+
+
+def cert_manager_crds() -> str:
+    """Only the CustomResourceDefinitions of the cert-manager manifest build-providers.sh renders, in
+    crds.yaml beside it (the file the tests' capi_test_support::cert_manager_crds writes, same
+    content): the releases hold cert-manager objects, whose kinds must exist though no
+    cert-manager runs."""
+    version = next(line.split("=", 1)[1].strip() for line in open(os.path.join(SCRIPTS, "versions.env"))
+                   if line.startswith("CERT_MANAGER_VERSION="))
+    manifest = os.path.join(providers_dir(), f"cert-manager-{version}", "cert-manager.yaml")
+    out = os.path.join(os.path.dirname(manifest), "crds.yaml")
+    if not os.path.isfile(out):
+        docs = [d for d in open(manifest).read().split("\n---")
+                if any(line.rstrip() == "kind: CustomResourceDefinition" for line in d.split("\n"))]
+        if not docs:
+            sys.exit(f"{manifest} holds no CustomResourceDefinition")
+        tmp = f"{out}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write("\n---".join(docs).lstrip("\n"))
+        os.replace(tmp, out)
+    return out
 
 class Cluster:
     """A fresh local control plane (e2e/scripts/cluster-up.sh) in a directory of its own."""

@@ -2,7 +2,7 @@
 """Install benchmark of the operator on the bundled local control plane.
 
 Measures, with the real Cluster API v1.12.0 core, kubeadm bootstrap and kubeadm control-plane
-releases (../shared/testdata, or $CAPI_SHARED_DIR):
+releases (as e2e/scripts/build-providers.sh assembles them):
 
 1. time from creating the three provider objects to all Ready (releases pre-loaded in
    ConfigMaps), as a ratio to applying the same rendered objects with
@@ -28,9 +28,8 @@ import sys
 import tempfile
 import time
 
-from common import BIN, ROOT, commit, shipped_env, Cluster, all_there, run, watches, without_inventory
-
-SHARED = os.environ.get("CAPI_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
+from common import (BIN, ROOT, cert_manager_crds, commit, releases, shipped_env, Cluster, all_there, run, watches,
+                    without_inventory)
 
 PROVIDERS = [
     ("CoreProvider", "capi-system", "cluster-api", "cluster-api", "core-components.yaml"),
@@ -52,7 +51,7 @@ def provider_yaml(kind, ns, name, selector=True):
 
 
 def base(c):
-    c.k("apply", "--server-side", "-f", os.path.join(SHARED, "testdata/cert-manager/crds.yaml"))
+    c.k("apply", "--server-side", "-f", cert_manager_crds())
     for _, ns, *_ in PROVIDERS:
         c.k("create", "namespace", ns)
 
@@ -146,10 +145,7 @@ def main():
     ap.add_argument("--idle", type=int, default=300)
     ap.add_argument("--out", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/install.json"))
     a = ap.parse_args()
-    repo = os.path.join(SHARED, "testdata/providers")
-    if not os.path.isdir(repo):
-        print(f"SKIPPED: {repo} not found (set CAPI_SHARED_DIR); install benchmark not run", file=sys.stderr)
-        return
+    repo = releases()
     base_times, op_times = [], []
     writes = rss = None
     idle_rss = []

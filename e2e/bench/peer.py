@@ -61,7 +61,8 @@ import time
 
 import install
 import scale
-from common import BIN, ROOT, SCRIPTS, commit, shipped_env, Cluster, all_there, run, watches
+from common import (BIN, ROOT, SCRIPTS, cert_manager_crds, commit, releases, shipped_env, Cluster, all_there, run,
+                    watches)
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 RUNS = int(os.environ.get("BENCH_PEER_RUNS", "1" if QUICK else "3"))
@@ -104,7 +105,7 @@ class Workload:
         self.scenario = scenario
         self.providers, self.configmaps = [], []
         if scenario == "real3":
-            repo = os.path.join(install.SHARED, "testdata/providers")
+            repo = releases()
             self.version = install.VERSION
             for kind, ns, name, label, file in install.PROVIDERS:
                 self.providers.append((kind, ns, name))
@@ -255,7 +256,7 @@ class Audit:
 
 
 def prepare(c: Cluster, w: Workload, who: str, godir: str):
-    c.k("apply", "--server-side", "-f", os.path.join(install.SHARED, "testdata/cert-manager/crds.yaml"))
+    c.k("apply", "--server-side", "-f", cert_manager_crds())
     c.k("apply", "--server-side", "-f", "-", stdin="\n".join(
         json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}) for _, ns, _ in w.providers))
     crds = os.path.join(ROOT, "manifests/crds") if who == OURS else os.path.join(godir, "crds")
@@ -410,9 +411,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/peer.json"))
     a = ap.parse_args()
-    if not os.path.isdir(os.path.join(install.SHARED, "testdata/providers")):
-        print("SKIPPED: the real releases are not found (set CAPI_SHARED_DIR); peer benchmark not run", file=sys.stderr)
-        return
+    # Fails here, before any run, when build-providers.sh cannot give the real releases.
+    releases()
     godir = go_dir()
     runs: dict = {s: {OURS: [], GO: []} for s in SCENARIOS.split(",")}
     for i in range(RUNS):

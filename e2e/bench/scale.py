@@ -41,7 +41,8 @@ import tempfile
 import time
 import urllib.request
 
-from common import BIN, ROOT, commit, shipped_env, TARGET, Cluster, all_there, run, watches, without_inventory
+from common import (BIN, ROOT, cert_manager_crds, commit, releases, shipped_env, TARGET, Cluster, all_there, run,
+                    watches, without_inventory)
 
 SAMPLES = os.path.join(ROOT, "examples", "sample-providers")
 SIZES = [1, 10, 30]
@@ -322,8 +323,7 @@ def churn(objects: int = 20000, namespaces: int = 200, seconds: int = 60, rate: 
 def large_release(factor: int, into: str) -> str:
     """The v1.12.0 core release with its CRDs repeated `factor` times under other API groups."""
     import yaml  # PyYAML: only this scenario needs it
-    shared = os.environ.get("CAPI_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
-    base = os.path.join(shared, "testdata/providers/cluster-api/v1.12.0")
+    base = os.path.join(releases(), "cluster-api/v1.12.0")
     text = open(os.path.join(base, "core-components.yaml")).read()
     docs = [d for d in yaml.safe_load_all(text) if d]
     crds = [d for d in docs if d.get("kind") == "CustomResourceDefinition"]
@@ -380,8 +380,7 @@ def install_stall(repo: str, factor: int) -> dict:
     op = None
     try:
         url = server.stdout.readline().strip() if server.stdout else ""
-        c.k("apply", "--server-side", "-f", os.path.join(os.environ.get("CAPI_SHARED_DIR", os.path.join(
-            os.path.dirname(ROOT), "shared")), "testdata/cert-manager/crds.yaml"))
+        c.k("apply", "--server-side", "-f", cert_manager_crds())
         ps = [("CoreProvider", "capi-system", "cluster-api", "", "")]
         prepare(c, ps)
         op = Operator(c, "operator", "--github-api-url", url)

@@ -184,19 +184,10 @@ mod tests {
 
     #[test]
     fn real_releases_map_1_11_and_1_12_to_v1beta2() -> Result<(), Box<dyn std::error::Error>> {
-        let Some(shared) = capi_test_support::shared_dir() else {
-            eprintln!(
-                "SKIPPED: ../shared (or CAPI_SHARED_DIR) not found; real metadata.yaml not tested"
-            );
-            return Ok(());
-        };
+        let releases = capi_test_support::releases()?;
         for label in ["cluster-api", "bootstrap-kubeadm", "control-plane-kubeadm"] {
             for v in ["v1.11.0", "v1.12.0"] {
-                let path = shared
-                    .join("testdata/providers")
-                    .join(label)
-                    .join(v)
-                    .join("metadata.yaml");
+                let path = releases.join(label).join(v).join("metadata.yaml");
                 let m = Metadata::parse(&std::fs::read_to_string(&path)?)?;
                 assert_eq!(m.contract_for(v)?, "v1beta2", "{}", path.display());
                 assert_eq!(m.contract_for("v1.10.0")?, "v1beta1");

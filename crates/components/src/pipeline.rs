@@ -452,14 +452,8 @@ spec: {dnsNames: [s.old-system.svc, s.old-system.svc.cluster.local]}
 
     #[test]
     fn real_v1_12_core_release_renders_with_defaults() -> Result<(), Box<dyn std::error::Error>> {
-        let Some(shared) = capi_test_support::shared_dir() else {
-            eprintln!(
-                "SKIPPED: ../shared (or CAPI_SHARED_DIR) not found; real release not rendered"
-            );
-            return Ok(());
-        };
         let raw = std::fs::read_to_string(
-            shared.join("testdata/providers/cluster-api/v1.12.0/core-components.yaml"),
+            capi_test_support::releases()?.join("cluster-api/v1.12.0/core-components.yaml"),
         )?;
         let text = substitute(&raw, |_| None)?;
         let mut objs = parse_objects(&text)?;

@@ -102,9 +102,8 @@ pub fn workspace_root() -> PathBuf {
 /// The `shared/` directory beside the project (`CAPI_SHARED_DIR` overrides it), if present.
 ///
 /// A fresh clone has none: only the tests that compare what the project builds with the
-/// published files read it. Those tests are `#[ignore]`d with [`NEEDS_PUBLISHED`] as their
-/// reason, and the test runners include them when this directory exists; a test that needs
-/// Cluster API releases otherwise uses [`releases`].
+/// published files read it, through [`published`]. A test that needs Cluster API releases
+/// otherwise uses [`releases`].
 pub fn shared_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("CAPI_SHARED_DIR")
         .map(PathBuf::from)
@@ -112,12 +111,12 @@ pub fn shared_dir() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
-/// The `#[ignore]` reason of the tests that compare with files published outside the project
-/// (`../shared` or `CAPI_SHARED_DIR`): `make test` includes them when that directory exists.
-pub const NEEDS_PUBLISHED: &str = "compares with the published files of ../shared (CAPI_SHARED_DIR); make test runs it when they are present";
-
-/// The published files of [`shared_dir`], for a test marked with [`NEEDS_PUBLISHED`]: an error
-/// (the test fails) when they are absent, since such a test runs only when asked for.
+/// The published files of [`shared_dir`], for a test that compares with them. Such a test
+/// carries exactly
+/// `#[ignore = "needs the published files of ../shared (CAPI_SHARED_DIR); make test runs it when present"]`
+/// (an attribute cannot name a constant), and `make test` passes `--include-ignored` when
+/// the directory exists. An error (the test fails) when it is absent: the test runs only when
+/// asked for, and then must not pass without its work.
 pub fn published() -> Result<PathBuf, Error> {
     shared_dir().ok_or_else(|| {
         Error::Missing(

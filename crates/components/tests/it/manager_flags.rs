@@ -1,5 +1,5 @@
 //! `spec.manager` fields become flags the manager's binary really has, on the real Cluster API
-//! releases of `../shared/testdata` and on small hand-written releases; what cannot take
+//! releases build-providers.sh assembles and on small hand-written releases; what cannot take
 //! effect is reported.
 
 use capi_components::{
@@ -13,30 +13,21 @@ use serde_json::{Value, json};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 /// A rendered release and its manager container's args.
-type RenderedArgs = Option<(Rendered, Vec<String>)>;
+type RenderedArgs = (Rendered, Vec<String>);
 
-/// The real release of `provider` (testdata directory name) at `version`, or `None` (after a
-/// loud SKIPPED line) when the shared test data is absent.
+/// The assembled release of `provider` (its directory name) at `version`; an error (the test
+/// fails) when build-providers.sh has not run.
 fn real_release(
     provider: &str,
     version: &str,
     file: &str,
-) -> Result<Option<Release>, std::io::Error> {
-    let Some(shared) = capi_test_support::shared_dir() else {
-        eprintln!(
-            "SKIPPED: ../shared (or CAPI_SHARED_DIR) not found; real {provider} {version} not rendered"
-        );
-        return Ok(None);
-    };
-    let dir = shared
-        .join("testdata/providers")
-        .join(provider)
-        .join(version);
-    Ok(Some(Release {
+) -> Result<Release, Box<dyn std::error::Error>> {
+    let dir = capi_test_support::releases()?.join(provider).join(version);
+    Ok(Release {
         version: version.into(),
         metadata: std::fs::read_to_string(dir.join("metadata.yaml"))?,
         components: std::fs::read_to_string(dir.join(file))?,
-    }))
+    })
 }
 
 fn provider(
@@ -78,13 +69,11 @@ fn only_report(r: &Rendered) -> Result<&ManagerReport, String> {
 }
 
 fn core(spec: Value) -> Result<RenderedArgs, Box<dyn std::error::Error>> {
-    let Some(release) = real_release("cluster-api", "v1.12.0", "core-components.yaml")? else {
-        return Ok(None);
-    };
+    let release = real_release("cluster-api", "v1.12.0", "core-components.yaml")?;
     let p = provider("CoreProvider", "cluster-api", "capi-system", spec)?;
     let r = render(&p, &release, |_| None)?;
     let args = manager_args(&r);
-    Ok(Some((r, args)))
+    Ok((r, args))
 }
 
 /// Every flag in `args` is one the v1.12.0 core manager accepts.
@@ -102,11 +91,7 @@ fn assert_accepted(args: &[String]) -> Result<(), String> {
 
 #[test]
 fn max_concurrent_reconciles_sets_every_core_concurrency_flag() -> TestResult {
-    let Some((r, args)) =
-        core(json!({"version": "v1.12.0", "manager": {"maxConcurrentReconciles": 5}}))?
-    else {
-        return Ok(());
-    };
+    let (r, args) = core(json!({"version": "v1.12.0", "manager": {"maxConcurrentReconciles": 5}}))?;
     let want = [
         "cluster",
         "clusterclass",
@@ -143,14 +128,11 @@ fn max_concurrent_reconciles_sets_every_core_concurrency_flag() -> TestResult {
 
 #[test]
 fn concurrency_flags_given_explicitly_win() -> TestResult {
-    let Some((r, args)) = core(json!({
+    let (r, args) = core(json!({
         "version": "v1.12.0",
         "manager": {"maxConcurrentReconciles": 5, "additionalArgs": {"machine-concurrency": "7"}},
         "deployment": {"containers": [{"name": "manager", "args": {"cluster-concurrency": "12"}}]}
-    }))?
-    else {
-        return Ok(());
-    };
+    }))?;
     for want in [
         "--cluster-concurrency=12",
         "--machine-concurrency=7",
@@ -167,11 +149,7 @@ fn concurrency_flags_given_explicitly_win() -> TestResult {
 
 #[test]
 fn metrics_address_becomes_the_plain_http_diagnostics_endpoint() -> TestResult {
-    let Some((r, args)) =
-        core(json!({"version": "v1.12.0", "manager": {"metricsAddress": ":8181"}}))?
-    else {
-        return Ok(());
-    };
+    let (r, args) = core(json!({"version": "v1.12.0", "manager": {"metricsAddress": ":8181"}}))?;
     assert!(
         args.contains(&"--diagnostics-address=:8181".to_string()),
         "{args:?}"
@@ -198,7 +176,7 @@ fn metrics_address_becomes_the_plain_http_diagnostics_endpoint() -> TestResult {
 
 #[test]
 fn every_mappable_field_reaches_a_real_flag() -> TestResult {
-    let Some((r, args)) = core(json!({"version": "v1.12.0", "manager": {
+    let (r, args) = core(json!({"version": "v1.12.0", "manager": {
         "syncPeriod": "5m",
         "leaderElection": {"leaderElect": true, "leaseDuration": "20s", "renewDeadline": "15s", "retryPeriod": "3s"},
         "cacheNamespace": "team-a",
@@ -208,10 +186,7 @@ fn every_mappable_field_reaches_a_real_flag() -> TestResult {
         "profilerAddress": "localhost:6061",
         "verbosity": 3,
         "featureGates": {"ClusterTopology": true},
-    }}))?
-    else {
-        return Ok(());
-    };
+    }}))?;
     for want in [
         "--sync-period=5m",
         "--leader-elect=true",
@@ -243,16 +218,13 @@ fn every_mappable_field_reaches_a_real_flag() -> TestResult {
 
 #[test]
 fn fields_without_a_flag_are_reported_not_rendered() -> TestResult {
-    let Some((r, args)) = core(json!({"version": "v1.12.0", "manager": {
+    let (r, args) = core(json!({"version": "v1.12.0", "manager": {
         "gracefulShutDown": "30s",
         "webhook": {"host": "0.0.0.0"},
         "health": {"readinessEndpointName": "ready", "livenessEndpointName": "alive"},
         "leaderElection": {"resourceName": "x", "resourceNamespace": "y", "resourceLock": "leases"},
         "metrics": {"bindAddress": ":8080", "diagnosticsAddress": ":8443"},
-    }}))?
-    else {
-        return Ok(());
-    };
+    }}))?;
     assert_accepted(&args)?;
     let report = only_report(&r)?;
     let lines: Vec<String> = report
@@ -282,13 +254,10 @@ fn fields_without_a_flag_are_reported_not_rendered() -> TestResult {
 
 #[test]
 fn unknown_free_form_flags_are_passed_and_reported_as_fatal() -> TestResult {
-    let Some((r, args)) = core(json!({"version": "v1.12.0", "manager": {
+    let (r, args) = core(json!({"version": "v1.12.0", "manager": {
         "additionalArgs": {"max-concurrent-reconciles": "3", "kube-api-qps": "50"},
         "featureGates": {"NoSuchGate": true, "MachinePool": false},
-    }}))?
-    else {
-        return Ok(());
-    };
+    }}))?;
     assert!(args.contains(&"--max-concurrent-reconciles=3".to_string()));
     assert!(args.contains(&"--kube-api-qps=50".to_string()));
     let fatal: Vec<String> = only_report(&r)?
@@ -325,9 +294,7 @@ fn kubeadm_managers_of_v1_11_get_their_own_concurrency_flags() -> TestResult {
             &["clustercache", "kubeadmcontrolplane"][..],
         ),
     ] {
-        let Some(release) = real_release(dir, "v1.11.0", file)? else {
-            return Ok(());
-        };
+        let release = real_release(dir, "v1.11.0", file)?;
         let p = provider(
             kind,
             name,

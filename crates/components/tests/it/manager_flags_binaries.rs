@@ -1,10 +1,11 @@
 //! The flag table of `capi_components::managers` against the real manager binaries: each one
-//! listed in the images file `CAPI_PROVIDER_IMAGES` names (YAML,
+//! listed in the images file of build-providers.sh (`CAPI_PROVIDER_IMAGES`, else the script's
+//! default location; YAML,
 //! `images: [{repository: cluster-api-controller, tag: v1.12.0, binary: /abs/path}, ...]`) is
 //! run with `--help`: every flag the table lists must be among the ones it prints, and every
 //! `*-concurrency` flag it prints must be in the table (other flags the table lacks are printed
 //! as a NOTE: `additionalArgs` naming them would be reported as unknown).
-//! Without the variable the test says SKIPPED loudly and passes.
+//! Without that file the test fails, naming `make providers`.
 
 use std::{collections::BTreeSet, path::PathBuf, process::Command};
 
@@ -141,12 +142,13 @@ fn compare(repository: &str, tag: &str, binary: &PathBuf) -> Result<(), String> 
 
 #[test]
 fn the_flag_table_matches_the_real_binaries() -> TestResult {
-    let Ok(file) = std::env::var("CAPI_PROVIDER_IMAGES") else {
-        eprintln!(
-            "SKIPPED: CAPI_PROVIDER_IMAGES not set (path to the YAML list of built provider manager binaries); the flag table of capi_components::managers was NOT compared with the real binaries"
-        );
-        return Ok(());
-    };
+    let file = capi_test_support::provider_images()
+        .ok_or(
+            "the provider managers are not built: run `make providers` \
+             (e2e/scripts/build-providers.sh), or point CAPI_PROVIDER_IMAGES at its images file",
+        )?
+        .to_string_lossy()
+        .into_owned();
     let listed = binaries(&file)?;
     let mut failures = Vec::new();
     let expected = VERSIONS

@@ -1,11 +1,12 @@
-//! The real Cluster API releases (core, kubeadm bootstrap and control plane from
-//! `$CAPI_SHARED_DIR/testdata`, the docker/in-memory provider as build-providers.sh renders it)
+//! The real Cluster API releases (core, kubeadm bootstrap and control plane as
+//! build-providers.sh assembles them, the published ones of `../shared` where present, the
+//! docker/in-memory provider as build-providers.sh renders it)
 //! pass every provider contract in the contract version their metadata declares — and in
 //! v1beta1 too, through the CRD versions their `cluster.x-k8s.io/v1beta1` labels name — and the
 //! same release with one required field removed from a CRD fails, naming the contract, the
 //! contract version, the kind and the field.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use capi_components::{contract, metadata::Metadata, pipeline};
 use capi_operator_api::ProviderType;
@@ -51,59 +52,40 @@ fn load(dir: PathBuf, t: ProviderType, version: &str) -> Result<Real, Box<dyn st
     })
 }
 
-/// The kubeadm and core releases of ../shared, `None` (said loudly) without them.
-fn shared_releases() -> Result<Option<Vec<Real>>, Box<dyn std::error::Error>> {
-    let Some(shared) = capi_test_support::shared_dir() else {
-        eprintln!("SKIPPED: ../shared (or CAPI_SHARED_DIR) not found: no real releases to check");
-        return Ok(None);
-    };
+/// The kubeadm and core releases of `versions` under `root` (one directory per provider
+/// label, then per version), in that order: core, bootstrap, control plane of each version.
+fn kubeadm_releases(
+    root: &Path,
+    versions: &[&str],
+) -> Result<Vec<Real>, Box<dyn std::error::Error>> {
     let mut out = Vec::new();
-    for version in VERSIONS {
+    for &version in versions {
         for (t, label) in KUBEADM {
-            let dir = shared.join("testdata/providers").join(label).join(version);
-            out.push(load(dir, t, version)?);
-        }
-    }
-    Ok(Some(out))
-}
-
-/// The docker/in-memory provider releases build-providers.sh rendered (skipped loudly when
-/// it has not run).
-fn docker_releases() -> Result<Vec<Real>, Box<dyn std::error::Error>> {
-    let Some(images) = capi_test_support::provider_images() else {
-        eprintln!(
-            "SKIPPED (docker provider): e2e/scripts/build-providers.sh has not rendered its releases"
-        );
-        return Ok(Vec::new());
-    };
-    let root = images.parent().map(PathBuf::from).unwrap_or_default();
-    let mut out = Vec::new();
-    for version in DOCKER {
-        let dir = root.join(format!("capd-{version}/release"));
-        if dir.is_dir() {
-            out.push(load(dir, ProviderType::Infrastructure, version)?);
-        } else {
-            eprintln!(
-                "SKIPPED (docker provider {version}): {} is absent",
-                dir.display()
-            );
+            out.push(load(root.join(label).join(version), t, version)?);
         }
     }
     Ok(out)
 }
 
-/// The core and kubeadm releases build-providers.sh assembled with kustomize (skipped loudly
-/// when it has not run).
-fn assembled_releases() -> Result<Vec<Real>, Box<dyn std::error::Error>> {
-    let Some(root) = capi_test_support::assembled_releases() else {
-        eprintln!("SKIPPED (assembled releases): e2e/scripts/build-providers.sh has not run");
-        return Ok(Vec::new());
-    };
+/// The docker/in-memory provider releases build-providers.sh rendered, in the order of
+/// [`DOCKER`]; an error naming the script when any is missing.
+fn docker_releases() -> Result<Vec<Real>, Box<dyn std::error::Error>> {
+    let images = capi_test_support::provider_images().ok_or(
+        "the docker provider's releases are not rendered: run `make providers` \
+         (e2e/scripts/build-providers.sh)",
+    )?;
+    let root = images.parent().map(PathBuf::from).unwrap_or_default();
     let mut out = Vec::new();
-    for version in ASSEMBLED {
-        for (t, label) in KUBEADM {
-            out.push(load(root.join(label).join(version), t, version)?);
+    for version in DOCKER {
+        let dir = root.join(format!("capd-{version}/release"));
+        if !dir.is_dir() {
+            return Err(format!(
+                "{} is absent: run `make providers` (e2e/scripts/build-providers.sh)",
+                dir.display()
+            )
+            .into());
         }
+        out.push(load(dir, ProviderType::Infrastructure, version)?);
     }
     Ok(out)
 }
@@ -116,15 +98,11 @@ fn not_ok(findings: &[contract::Finding]) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn real_releases_follow_every_contract_in_both_versions() -> TestResult {
-    let Some(mut releases) = shared_releases()? else {
-        return Ok(());
-    };
-    releases.extend(docker_releases()?);
-    releases.extend(assembled_releases()?);
+/// Each release declares the contract of its line and passes every check of it (and of
+/// v1beta1 too for the v1beta2 releases).
+fn follow_every_contract(releases: &[Real]) {
     let mut failed = Vec::new();
-    for r in &releases {
+    for r in releases {
         let old_line = r.name.contains("/v1.10.") || r.name.contains("capd-v1.10.");
         let declared = if old_line { "v1beta1" } else { "v1beta2" };
         assert_eq!(r.contract, declared, "{}", r.name);
@@ -144,6 +122,23 @@ fn real_releases_follow_every_contract_in_both_versions() -> TestResult {
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+#[test]
+fn real_releases_follow_every_contract_in_both_versions() -> TestResult {
+    let mut releases = kubeadm_releases(&capi_test_support::releases()?, &ASSEMBLED)?;
+    releases.extend(docker_releases()?);
+    follow_every_contract(&releases);
+    Ok(())
+}
+
+/// The published v1.11.0 is not byte for byte the one assembled from its module (the
+/// published v1.12.0 is): its files are checked too where they are at hand.
+#[test]
+#[ignore = "needs the published files of ../shared (CAPI_SHARED_DIR); make test runs it when present"]
+fn published_releases_follow_every_contract_in_both_versions() -> TestResult {
+    let published = capi_test_support::published()?.join("testdata/providers");
+    follow_every_contract(&kubeadm_releases(&published, &VERSIONS)?);
     Ok(())
 }
 
@@ -215,9 +210,7 @@ fn expect_breach(releases: &[Real], b: Breach) -> Result<(), String> {
 
 #[test]
 fn a_real_release_without_a_required_field_fails_naming_it() -> TestResult {
-    let Some(mut releases) = shared_releases()? else {
-        return Ok(());
-    };
+    let mut releases = kubeadm_releases(&capi_test_support::releases()?, &VERSIONS)?;
     // Index: v1.11.0 core, bootstrap, control plane = 0, 1, 2; v1.12.0 = 3, 4, 5; docker after.
     let mut breaches: Vec<Breach> = vec![
         (
@@ -310,76 +303,79 @@ fn a_real_release_without_a_required_field_fails_naming_it() -> TestResult {
         ),
     ];
     let docker = docker_releases()?;
-    if docker.len() == VERSIONS.len() {
-        let d = releases.len() + 1;
-        breaches.extend([
-            (
-                d,
-                "DockerMachine",
-                "v1beta2",
-                "spec.providerID",
-                "v1beta2",
-                "InfraMachine",
-            ),
-            (
-                d,
-                "DockerMachine",
-                "v1beta2",
-                "status.initialization.provisioned",
-                "v1beta2",
-                "InfraMachine",
-            ),
-            (
-                d - 1,
-                "DockerMachine",
-                "v1beta1",
-                "status.ready",
-                "v1beta1",
-                "InfraMachine",
-            ),
-            (
-                d,
-                "DockerCluster",
-                "v1beta2",
-                "status.initialization.provisioned",
-                "v1beta2",
-                "InfraCluster",
-            ),
-            (
-                d,
-                "DevCluster",
-                "v1beta2",
-                "status.initialization.provisioned",
-                "v1beta2",
-                "externally managed InfraCluster",
-            ),
-            (
-                d,
-                "DockerCluster",
-                "v1beta1",
-                "spec.controlPlaneEndpoint",
-                "v1beta1",
-                "InfraCluster",
-            ),
-            (
-                d,
-                "DockerMachinePool",
-                "v1beta2",
-                "spec.providerIDList",
-                "v1beta2",
-                "InfraMachinePool",
-            ),
-            (
-                d,
-                "DockerMachineTemplate",
-                "v1beta2",
-                "spec.template.spec",
-                "v1beta2",
-                "InfraMachineTemplate",
-            ),
-        ]);
-        releases.extend(docker);
-    }
+    // The docker releases follow the kubeadm ones: `d` is v1.12.0, `d - 1` v1.11.0.
+    let d = releases.len()
+        + DOCKER
+            .iter()
+            .position(|v| *v == "v1.12.0")
+            .ok_or("no docker v1.12.0")?;
+    breaches.extend([
+        (
+            d,
+            "DockerMachine",
+            "v1beta2",
+            "spec.providerID",
+            "v1beta2",
+            "InfraMachine",
+        ),
+        (
+            d,
+            "DockerMachine",
+            "v1beta2",
+            "status.initialization.provisioned",
+            "v1beta2",
+            "InfraMachine",
+        ),
+        (
+            d - 1,
+            "DockerMachine",
+            "v1beta1",
+            "status.ready",
+            "v1beta1",
+            "InfraMachine",
+        ),
+        (
+            d,
+            "DockerCluster",
+            "v1beta2",
+            "status.initialization.provisioned",
+            "v1beta2",
+            "InfraCluster",
+        ),
+        (
+            d,
+            "DevCluster",
+            "v1beta2",
+            "status.initialization.provisioned",
+            "v1beta2",
+            "externally managed InfraCluster",
+        ),
+        (
+            d,
+            "DockerCluster",
+            "v1beta1",
+            "spec.controlPlaneEndpoint",
+            "v1beta1",
+            "InfraCluster",
+        ),
+        (
+            d,
+            "DockerMachinePool",
+            "v1beta2",
+            "spec.providerIDList",
+            "v1beta2",
+            "InfraMachinePool",
+        ),
+        (
+            d,
+            "DockerMachineTemplate",
+            "v1beta2",
+            "spec.template.spec",
+            "v1beta2",
+            "InfraMachineTemplate",
+        ),
+    ]);
+    releases.extend(docker);
     let failed: Vec<String> = breaches
         .into_iter()
         .filter_map(|b| expect_breach(&releases, b).err())
@@ -390,9 +386,7 @@ fn a_real_release_without_a_required_field_fails_naming_it() -> TestResult {
 
 #[test]
 fn checking_the_core_release_takes_milliseconds() -> TestResult {
-    let Some(releases) = shared_releases()? else {
-        return Ok(());
-    };
+    let releases = kubeadm_releases(&capi_test_support::releases()?, &VERSIONS)?;
     let core = releases
         .iter()
         .rfind(|r| r.t == ProviderType::Core)

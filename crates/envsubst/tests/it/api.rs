@@ -370,16 +370,8 @@ fn large_inputs_round_trip() -> TestResult {
 }
 
 #[test]
-fn real_provider_components_if_present() -> Result<(), Box<dyn std::error::Error>> {
-    let shared = match std::env::var_os("CAPI_SHARED_DIR") {
-        Some(dir) => std::path::PathBuf::from(dir),
-        None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-    };
-    let path = shared.join("testdata/providers/cluster-api/v1.12.0/core-components.yaml");
-    if !path.exists() {
-        eprintln!("SKIPPED: {} not found", path.display());
-        return Ok(());
-    }
+fn real_provider_components() -> Result<(), Box<dyn std::error::Error>> {
+    let path = capi_test_support::releases()?.join("cluster-api/v1.12.0/core-components.yaml");
     let input = std::fs::read_to_string(&path)?;
     let listed = variables(&input)?;
     assert_eq!(listed.len(), 11);

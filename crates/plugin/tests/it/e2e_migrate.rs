@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use capi_components::{release::Release, render};
 use capi_operator_api::AnyProvider;
-use capi_test_support::{TestCluster, private_cluster, shared_dir, wait_for};
+use capi_test_support::{TestCluster, private_cluster, wait_for};
 use serde_json::{Value, json};
 use support::*;
 
@@ -158,17 +158,12 @@ fn images(cluster: &TestCluster, ns: &str, deployment: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clusterctl_providers_are_adopted_without_restart_then_upgraded() -> TestResult {
-    let Some(shared) = shared_dir() else {
-        eprintln!(
-            "SKIPPED clusterctl_providers_are_adopted_without_restart_then_upgraded: ../shared (or CAPI_SHARED_DIR) is absent, so the real v1.11.0/v1.12.0 releases are not available"
-        );
-        return Ok(());
-    };
+    let releases = capi_test_support::releases()?;
+    let cert_manager_crds = capi_test_support::cert_manager_crds()?;
     let _serial = capi_test_support::isolated(module_path!()).await;
     let start = std::time::Instant::now();
     let step = |what: &str| eprintln!("[{:>5.1}s] {what}", start.elapsed().as_secs_f64());
     let cluster = private_cluster()?;
-    let releases = shared.join("testdata/providers");
     let repo = releases.to_string_lossy().into_owned();
     let dir = TempDir::new("capi-plugin-migrate")?;
     let spec = dir.0.join("provider-spec.yaml");
@@ -178,9 +173,7 @@ async fn clusterctl_providers_are_adopted_without_restart_then_upgraded() -> Tes
         "apply",
         "--server-side",
         "-f",
-        &shared
-            .join("testdata/cert-manager/crds.yaml")
-            .to_string_lossy(),
+        &cert_manager_crds.to_string_lossy(),
     ])?;
     clusterctl_init(cluster, &releases, &dir)?;
     step("clusterctl-style install done");

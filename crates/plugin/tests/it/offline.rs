@@ -1,6 +1,6 @@
 //! The commands that need no cluster: `describe`, `verify` and `preload -o FILE`, from a local
-//! repository, from a local GitHub-compatible server, and (when ../shared is present) from the
-//! real Cluster API releases.
+//! repository, from a local GitHub-compatible server, and from the real Cluster API releases
+//! build-providers.sh assembles.
 
 use crate::support;
 
@@ -12,7 +12,6 @@ use capi_release_sources::{
     configmap::{ConfigMapData, ConfigMapReader, ConfigMapSource, from_configmap},
     fetch_release,
 };
-use capi_test_support::shared_dir;
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::Value;
 use support::*;
@@ -328,13 +327,7 @@ fn verify_reports_contract_findings() -> TestResult {
 
 #[test]
 fn verify_accepts_the_real_kubeadm_and_core_releases() -> TestResult {
-    let Some(shared) = shared_dir() else {
-        eprintln!(
-            "SKIPPED verify_accepts_the_real_kubeadm_and_core_releases: ../shared (or CAPI_SHARED_DIR) is absent"
-        );
-        return Ok(());
-    };
-    let repo = shared.join("testdata/providers");
+    let repo = capi_test_support::releases()?;
     let r = plugin_ok(
         None,
         &[
@@ -438,13 +431,7 @@ async fn preload_writes_configmaps_that_read_back() -> TestResult {
 
 #[tokio::test]
 async fn preload_compresses_real_releases() -> TestResult {
-    let Some(shared) = shared_dir() else {
-        eprintln!(
-            "SKIPPED preload_compresses_real_releases: ../shared (or CAPI_SHARED_DIR) is absent"
-        );
-        return Ok(());
-    };
-    let repo = shared.join("testdata/providers");
+    let repo = capi_test_support::releases()?;
     let r = plugin_ok(
         None,
         &[
