@@ -35,9 +35,30 @@ resources:
 containerSecurityContext:
   manager:
     runAsNonRoot: true
+securityContext:
+  runAsUser: 1000
+volumes:
+- name: ca
+  configMap: {name: corporate-ca}
+volumeMounts:
+  manager:
+  - {name: ca, mountPath: /etc/corporate-ca, readOnly: true}
+tolerations:
+- {effect: NoSchedule, key: node-role.kubernetes.io/control-plane}
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {key: kubernetes.io/os, operator: In, values: [linux]}
 imagePullSecrets: {}
 diagnosticsAddress: ":8443"
+insecureDiagnostics: false
+profilerAddress: ":6060"
+contentionProfiling: false
 enableHelmHook: true
+watchConfigSecret: true
+watchConfigMap: false
 configSecret:
   name: cloud-credentials
   namespace: capi-secrets
@@ -174,11 +195,47 @@ fn an_upstream_values_file_renders_the_operator_it_asks_for() -> TestResult {
         .filter_map(Value::as_str)
         .collect();
     assert!(args.contains(&"--leader-elect"), "{args:?}");
+    let pod = &deployment["template"]["spec"];
     assert!(
-        deployment["template"]["spec"]
-            .get("imagePullSecrets")
-            .is_none(),
+        pod.get("imagePullSecrets").is_none(),
         "imagePullSecrets: {{}} is none"
+    );
+    // securityContext is the pod's, merged over this chart's.
+    assert_eq!(pod["securityContext"]["runAsUser"], 1000, "{pod:#}");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{pod:#}");
+    assert_eq!(
+        pod["volumes"][0]["configMap"]["name"], "corporate-ca",
+        "{pod:#}"
+    );
+    assert_eq!(
+        c["volumeMounts"][0]["mountPath"], "/etc/corporate-ca",
+        "{c:#}"
+    );
+    assert_eq!(
+        pod["tolerations"][0]["key"], "node-role.kubernetes.io/control-plane",
+        "{pod:#}"
+    );
+    let term = &pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+    assert_eq!(
+        term["nodeSelectorTerms"][0]["matchExpressions"][0]["key"], "kubernetes.io/os",
+        "{pod:#}"
+    );
+
+    // leaderElection.enabled=false, with one replica: no election, no Lease Role.
+    let out = template(&sets(&["replicaCount=1", "leaderElection.enabled=false"]))??;
+    let (deployment, c) = operator(&out)?;
+    assert_eq!(deployment["replicas"], 1);
+    assert!(
+        !c["args"]
+            .as_array()
+            .ok_or("no args")?
+            .iter()
+            .any(|a| a == "--leader-elect"),
+        "{c:#}"
+    );
+    assert!(
+        !documents(&out)?.iter().any(|d| d["kind"] == "Role"),
+        "a Lease Role without election"
     );
 
     // The levels between: klog's 2 is the default, info; from 5, trace.
@@ -365,14 +422,25 @@ fn upstream_provider_forms_are_read() -> TestResult {
         "ipam.in-cluster.enabled=true",
         "fetchConfig.in-cluster.url=https://releases.example/ipam",
         "additionalDeployments.extra.deployment.replicas=2",
+        "manager.featureGates.in-cluster.Sample=true",
+        "manager.featureGates.core.ClusterTopology=true",
+        "core.cluster-api.version=v1.10.0",
     ]))??;
     assert_eq!(
         providers(&out)?,
         [
+            "CoreProvider capi-system/cluster-api",
             "IPAMProvider in-cluster-ipam-system/in-cluster",
             "InfrastructureProvider docker-infrastructure-system/docker",
         ]
     );
+    // manager.featureGates.core is the core provider's, whatever its name.
+    let core = spec(&out, "CoreProvider", "cluster-api")?;
+    assert_eq!(
+        core["manager"]["featureGates"]["ClusterTopology"], true,
+        "{core:#}"
+    );
+    assert!(core.get("additionalDeployments").is_none(), "{core:#}");
     let ipam = spec(&out, "IPAMProvider", "in-cluster")?;
     assert_eq!(
         ipam["fetchConfig"]["url"], "https://releases.example/ipam",
@@ -382,11 +450,38 @@ fn upstream_provider_forms_are_read() -> TestResult {
         ipam["additionalDeployments"]["extra"]["deployment"]["replicas"], 2,
         "{ipam:#}"
     );
+    assert_eq!(ipam["manager"]["featureGates"]["Sample"], true, "{ipam:#}");
     let docker = spec(&out, "InfrastructureProvider", "docker")?;
     assert!(
         docker.get("enabled").is_none() && docker.get("fetchConfig").is_none(),
         "{docker:#}"
     );
+    assert_eq!(
+        docker["additionalDeployments"]["extra"]["deployment"]["replicas"], 2,
+        "{docker:#}"
+    );
+
+    // additionalManifests with the manifests written out: the chart creates the ConfigMap.
+    let manifests = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: inner\n";
+    let text = format!(
+        "infrastructure:\n  docker:\n    additionalManifests:\n      name: docker-extra\n      manifests: {manifests:?}\n"
+    );
+    let out = template_values("upstream_provider_forms_are_read", &text, &[])??;
+    let docker = spec(&out, "InfrastructureProvider", "docker")?;
+    assert_eq!(
+        docker["additionalManifests"],
+        serde_json::json!({"name": "docker-extra"}),
+        "{docker:#}"
+    );
+    let cm = documents(&out)?
+        .into_iter()
+        .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "docker-extra")
+        .ok_or("no ConfigMap docker-extra")?;
+    assert_eq!(
+        cm["metadata"]["namespace"], "docker-infrastructure-system",
+        "{cm:#}"
+    );
+    assert_eq!(cm["data"]["manifests"], manifests, "{cm:#}");
     Ok(())
 }
 
@@ -471,6 +566,12 @@ fn upstream_values_this_operator_cannot_honour_are_refused() -> TestResult {
         "leaderElection.leaseDuration=15s",
         "strategy.type=Recreate",
         "fullnameOverride=capi",
+        "nameOverride=capi",
+        "deploymentLabels.team=a",
+        "deploymentAnnotations.team=a",
+        "podDnsPolicy=None",
+        "podDnsConfig.nameservers[0]=10.0.0.10",
+        "infrastructure.docker.additionalManifests.namespace=elsewhere",
         "image.manager.tag=1",
         "image.manager.digest=latest",
         "infrastructure=a:b:c:d",
@@ -533,7 +634,10 @@ fn the_notes_name_the_implied_providers_not_declared_and_the_values_ignored() ->
 This chart declares only what the values name: set impliedProviders=true to declare them too.";
     assert!(text.contains(implied), "{text}");
     assert!(
-        text.contains("runtime; see values.schema.json): diagnosticsAddress, enableHelmHook."),
+        text.contains(
+            "runtime; see values.schema.json): diagnosticsAddress, insecureDiagnostics, \
+             profilerAddress, contentionProfiling, enableHelmHook, watchConfigSecret, watchConfigMap."
+        ),
         "{text}"
     );
     let text = notes(test, UPSTREAM_VALUES, &["--set", "impliedProviders=true"])?;

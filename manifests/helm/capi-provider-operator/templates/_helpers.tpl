@@ -88,7 +88,13 @@ impliedProviders, so that nothing appears that the values do not ask for.
 {{- with $secret.name }}{{ $_ := set $spec "secretName" . }}{{ end }}
 {{- with $secret.namespace }}{{ $_ := set $spec "secretNamespace" . }}{{ end }}
 {{- $create := ternary true $p.createNamespace (not (hasKey $p "createNamespace")) }}
-{{- $items = append $items (dict "kind" (index $k 1) "name" $name "namespace" $ns "createNamespace" $create "spec" $spec) }}
+{{- $item := dict "kind" (index $k 1) "name" $name "namespace" $ns "createNamespace" $create "spec" $spec }}
+{{- /* cluster-api-operator's chart's form: the manifests written out, in a ConfigMap the chart creates. */}}
+{{- with $spec.additionalManifests }}{{ if hasKey . "manifests" }}
+{{- $_ := set $item "configMap" (dict "name" .name "namespace" (default $ns .namespace) "manifests" .manifests) }}
+{{- $_ := set $spec "additionalManifests" (omit . "manifests") }}
+{{- end }}{{ end }}
+{{- $items = append $items $item }}
 {{- end }}
 {{- end }}
 {{- $seen := dict }}
