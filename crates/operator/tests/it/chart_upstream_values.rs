@@ -221,6 +221,11 @@ fn an_upstream_values_file_renders_the_operator_it_asks_for() -> TestResult {
         "{pod:#}"
     );
 
+    // imagePullSecrets as a list is the same value in both charts.
+    let out = template(&sets(&["imagePullSecrets[0].name=regcred"]))??;
+    let pod = &operator(&out)?.0["template"]["spec"];
+    assert_eq!(pod["imagePullSecrets"][0]["name"], "regcred", "{pod:#}");
+
     // leaderElection.enabled=false, with one replica: no election, no Lease Role.
     let out = template(&sets(&["replicaCount=1", "leaderElection.enabled=false"]))??;
     let (deployment, c) = operator(&out)?;
@@ -564,6 +569,8 @@ fn values_of_both_charts_that_disagree_fail_with_a_message() -> TestResult {
 fn upstream_values_this_operator_cannot_honour_are_refused() -> TestResult {
     for bad in [
         "leaderElection.leaseDuration=15s",
+        "leaderElection.renewDeadline=10s",
+        "leaderElection.retryPeriod=2s",
         "strategy.type=Recreate",
         "fullnameOverride=capi",
         "nameOverride=capi",
