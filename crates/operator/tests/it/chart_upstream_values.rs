@@ -381,6 +381,19 @@ fn implied_providers_come_only_with_implied_providers_and_as_upstream_implies_th
             &[on, "runtimeExtension=sample"],
             &["RuntimeExtensionProvider sample-runtime-extension-system/sample"],
         ),
+        // kubeadm bootstrap disabled: none implied in its place.
+        (
+            &[
+                on,
+                "infrastructure=docker",
+                "bootstrap.kubeadm.enabled=false",
+            ],
+            &[
+                "ControlPlaneProvider capi-kubeadm-control-plane-system/kubeadm",
+                "CoreProvider capi-system/cluster-api",
+                "InfrastructureProvider docker-infrastructure-system/docker",
+            ],
+        ),
         // Every provider disabled: nothing to imply.
         (&[on, "infrastructure.docker.enabled=false"], &[]),
         // Nothing declared, nothing implied.
@@ -568,6 +581,7 @@ fn upstream_values_this_operator_cannot_honour_are_refused() -> TestResult {
         "infrastructure.docker.additionalManifests.namespace=elsewhere",
         "image.manager.tag=1",
         "image.manager.digest=latest",
+        "image.manager.registry=mirror.example",
         "infrastructure=a:b:c:d",
         "infrastructure.docker.enabled=maybe",
     ] {

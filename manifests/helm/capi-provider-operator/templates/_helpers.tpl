@@ -71,7 +71,9 @@ impliedProviders, so that nothing appears that the values do not ask for.
 {{- range $k := $kinds }}
 {{- $sets = set $sets (index $k 0) (include "capi-provider-operator.providerSet" (get $.Values (index $k 0)) | fromJson) }}
 {{- end }}
-{{- $implied := include "capi-provider-operator.implied" (dict "sets" $sets "items" $items) | fromJson }}
+{{- $named := dict }}
+{{- range $k := $kinds }}{{ if get $.Values (index $k 0) }}{{ $_ := set $named (index $k 0) true }}{{ end }}{{ end }}
+{{- $implied := include "capi-provider-operator.implied" (dict "sets" $sets "named" $named "items" $items) | fromJson }}
 {{- if .Values.impliedProviders }}
 {{- range $implied.items }}{{ $_ := set (get $sets .key) .name (dict "namespace" .namespace) }}{{ end }}
 {{- end }}
@@ -138,21 +140,23 @@ The providers cluster-api-operator's chart adds by itself, as JSON {"items": [{k
 namespace}]}: a core provider cluster-api in capi-system when any other kind but
 runtimeExtension is declared and no core provider is, and kubeadm bootstrap and control plane
 providers, in capi-kubeadm-bootstrap-system and capi-kubeadm-control-plane-system, when an
-infrastructure provider is declared and no provider of that kind is.
+infrastructure provider is declared and no provider of that kind is. A provider named with
+`enabled: false` declares nothing, yet its kind counts as given: none is implied in its place.
 */}}
 {{- define "capi-provider-operator.implied" -}}
 {{- $has := dict }}
 {{- range $key, $set := .sets }}{{ if $set }}{{ $_ := set $has $key true }}{{ end }}{{ end }}
 {{- $byKind := dict "CoreProvider" "core" "BootstrapProvider" "bootstrap" "ControlPlaneProvider" "controlPlane" "InfrastructureProvider" "infrastructure" "AddonProvider" "addon" "IPAMProvider" "ipam" }}
 {{- range .items }}{{ with get $byKind .kind }}{{ $_ := set $has . true }}{{ end }}{{ end }}
+{{- $given := merge (dict) .named $has }}
 {{- $implied := list }}
-{{- if and (not $has.core) (or $has.bootstrap $has.controlPlane $has.infrastructure $has.addon $has.ipam) }}
+{{- if and (not $given.core) (or $has.bootstrap $has.controlPlane $has.infrastructure $has.addon $has.ipam) }}
 {{- $implied = append $implied (dict "key" "core" "kind" "CoreProvider" "name" "cluster-api" "namespace" "capi-system") }}
 {{- end }}
-{{- if and $has.infrastructure (not $has.bootstrap) }}
+{{- if and $has.infrastructure (not $given.bootstrap) }}
 {{- $implied = append $implied (dict "key" "bootstrap" "kind" "BootstrapProvider" "name" "kubeadm" "namespace" "capi-kubeadm-bootstrap-system") }}
 {{- end }}
-{{- if and $has.infrastructure (not $has.controlPlane) }}
+{{- if and $has.infrastructure (not $given.controlPlane) }}
 {{- $implied = append $implied (dict "key" "controlPlane" "kind" "ControlPlaneProvider" "name" "kubeadm" "namespace" "capi-kubeadm-control-plane-system") }}
 {{- end }}
 {{- dict "items" $implied | toJson }}
