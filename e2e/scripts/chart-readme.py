@@ -84,6 +84,15 @@ and needs no cert-manager: Helm installs `crds/` before any template, so provide
 plain resources of the release (not hooks) and one `helm install` on a fresh cluster works; the
 operator installs them once it runs. With `keepProviders` (the default) Helm never deletes them.
 
+## Values of cluster-api-operator's chart
+
+A values file written for kubernetes-sigs/cluster-api-operator's chart is read too: its operator
+values (`replicaCount`, `image.manager`, `logLevel`, `resources.manager`, `env.manager`, ...)
+map onto this chart's, its providers' `enabled` keys and global `manager.featureGates`,
+`fetchConfig` and `additionalDeployments` apply as they did there, and a value set under both
+names must agree. The core and kubeadm providers that chart adds by itself are declared only with
+`impliedProviders: true`. The table is in docs/migration-from-cluster-api-operator.md.
+
 ## Values
 
 | Key | Type | Default | Description |

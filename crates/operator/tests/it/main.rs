@@ -4,6 +4,7 @@
 mod adoption;
 mod behaviour;
 mod cert_manager_missing;
+mod chart_upstream_values;
 mod chart_values;
 mod cluster_api_operator_api;
 mod clusterctl;
