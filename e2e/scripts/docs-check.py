@@ -236,7 +236,8 @@ def command_lines(code: str):
 
 
 def release_output(dest: str, kubectl_dir: str) -> str:
-    """The directory holding the release output the user's path starts from."""
+    """The directory holding the release output the user's path starts from (capi-provider-operator.yaml,
+    charts/capi-provider-operator-<version>.tgz): to be `make release`'s DIST_DIR once it writes them."""
     return assemble_release(dest, kubectl_dir)
 
 
@@ -381,6 +382,8 @@ class Harness:
         """The cluster of `real-node-release`, the staged release output and the public hosts."""
         if "real-node-release" in self.state:
             return
+        if os.geteuid() != 0:
+            raise Failure("needs=real-node-release needs root (the real node: containerd, kubelet, namespaces)")
         self.down()
         if self.release is None:
             self.release = release_output(os.path.join(self.tmp, "release"), self.kubectl_dir)
