@@ -452,6 +452,9 @@ def self_test() -> None:
     assert command_lines(blocks[1][2]) == ["cat > f <<'YAML'", "kubectl get pods"], command_lines(blocks[1][2])
     d = parse_directive(blocks[1][1])
     assert d["needs"] == ["cluster"] and d["expect"] == "^ok", d
+    d = parse_directive("run needs=fresh,real-node-release label=a steps=a,.")
+    assert d["needs"] == ["fresh", "real-node-release"] and (d["label"], d["steps"]) == ("a", "a,."), d
+    assert labels(blocks + [(9, "run label=x", "echo x\n")]) == {"x": "echo x\n"}
     for bad in ("walk", "run needs=moon", "skip", "run exclude=x"):
         try:
             parse_directive(bad)
