@@ -125,7 +125,7 @@ alerts-check: ## Check the alerting rules and run their unit tests with the real
 	$$promtool test rules manifests/monitoring/prometheus-rules.test.yaml
 
 .PHONY: docs-check
-docs-check: control-plane providers ## Check every link of the Markdown files, then run every command README.md, docs/ and examples/ show, as written, on private local control planes.
+docs-check: control-plane providers images image ## Check every link of the Markdown files, then run every command README.md, docs/ and examples/ show, as written, on private local control planes (the README's quick start from the release output on a real node: root).
 	@python3 $(SCRIPTS)/docs-links.py
 	@python3 $(SCRIPTS)/architecture-check.py
 	@python3 $(SCRIPTS)/docs-check.py

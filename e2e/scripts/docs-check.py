@@ -23,9 +23,19 @@ harness has made what `needs` names exist:
     releases     `releases/` in the repository root: the Cluster API releases in clusterctl's layout
                  (`releases/<provider>/<version>/<file>`), as a user who downloaded them has; here the
                  ones `make providers` assembles (a link, removed after the block)
+    real-node-release
+                 the user's path from the release output alone (needs root): a cluster whose pods
+                 run on the real node (cluster-up.sh --real-node, its taint lifted, the kwok node
+                 cordoned), the release output copied into an empty directory that is the block's
+                 working directory, PATH holding only kubectl, helm and the system's tools, and
+                 ghcr.io, github.com and api.github.com served locally over TLS
+                 (e2e/scripts/public-hosts.py): the block runs in a mount namespace of its own
+                 whose /etc/hosts names them, with SSL_CERT_FILE trusting their CA
 
 `after=down` says the block stops the cluster itself. `expect` is a regular expression the
 output must match. `exclude` drops the lines starting with that command, which `why` must cover.
+`label=NAME` names a block; `steps=NAME,.,NAME` runs the named blocks of the same document and
+this one (`.`) as one script, in that order (a block that is an alternative to another one).
 
 Every document starts on a fresh cluster. Inline commands (`make help`, ...) outside the blocks
 are checked too: each is run here, is a line of a block that ran, or is listed in INLINE with
@@ -122,6 +132,7 @@ INLINE = {
     "make demo-real": ("covered", "needs root and minutes: run by hand (its times are in the README); its dry run, e2e/scripts/demo-real.sh --dry-run, is a block of docs/user-guide.md run here, and crates/operator/tests/it/node/operator_image.rs installs the same chart and real providers on the real node"),
     "make image": ("covered", "a prerequisite of make integration, a step of make test"),
     "make check-generated": ("covered", "a step of make test"),
+    "helm push": ("covered", "the real-node-release need of this check pushes the chart with it (e2e/scripts/public-hosts.py)"),
     "kubectl apply -k": ("covered", "crates/operator/tests/it/node/operator_image.rs applies an overlay of manifests/ on the real node"),
     "make integration": ("covered", "a step of make test"),
     "make long-checks": ("covered", "a step of make test"),
@@ -180,16 +191,18 @@ def parse_directive(text: str) -> dict:
     words = shlex.split(text)
     if not words or words[0] not in ("run", "skip"):
         raise Failure(f"directive must start with run or skip: {text!r}")
-    d = {"action": words[0], "needs": [], "expect": None, "exclude": None, "why": None, "after": None}
+    d = {"action": words[0], "needs": [], "expect": None, "exclude": None, "why": None, "after": None,
+         "label": None, "steps": None}
     for w in words[1:]:
         key, _, value = w.partition("=")
         if key == "needs":
             d["needs"] = [n for n in value.split(",") if n]
-        elif key in ("expect", "exclude", "why", "after"):
+        elif key in ("expect", "exclude", "why", "after", "label", "steps"):
             d[key] = value
         else:
             raise Failure(f"unknown directive key {key!r} in {text!r}")
-    unknown = set(d["needs"]) - {"fresh", "cluster", "crds", "cert-manager", "github", "operator", "releases"}
+    unknown = set(d["needs"]) - {"fresh", "cluster", "crds", "cert-manager", "github", "operator", "releases",
+                                 "real-node-release"}
     if unknown:
         raise Failure(f"unknown needs {sorted(unknown)} in {text!r}")
     if d["action"] == "skip" and not d["why"]:
@@ -222,9 +235,43 @@ def command_lines(code: str):
     return out
 
 
+def release_output(dest: str, kubectl_dir: str) -> str:
+    """The directory holding the release output the user's path starts from (capi-provider-operator.yaml,
+    charts/capi-provider-operator-<version>.tgz): to be `make release`'s DIST_DIR once it writes them."""
+    return assemble_release(dest, kubectl_dir)
+
+
+def assemble_release(dest: str, kubectl_dir: str) -> str:
+    """The release output's files the quick start uses, as `make release` names them: the chart
+    packaged, and manifests/ rendered into one manifest with the image `make image` pushed pinned
+    by its digest."""
+    cache = os.environ.get("CAPI_OPERATOR_CACHE") or os.path.expanduser("~/.cache/capi-provider-operator")
+    chart = os.path.join(ROOT, "manifests", "helm", "capi-provider-operator")
+    repo = re.search(r"(?m)^  repository: (\S+)", open(os.path.join(chart, "values.yaml")).read()).group(1)
+    tag = re.search(r'(?m)^appVersion: "?([^"\n]+)"?', open(os.path.join(chart, "Chart.yaml")).read()).group(1)
+    link = os.path.join(cache, "images", "public", "docker", "registry", "v2", "repositories", repo, "_manifests",
+                        "tags", tag, "current", "link")
+    if not os.path.isfile(link):
+        raise Failure(f"no operator image {repo}:{tag} stored ({link}): run make image")
+    digest = open(link).read().strip()
+    os.makedirs(os.path.join(dest, "charts"), exist_ok=True)
+    helm = subprocess.run([os.path.join(SCRIPTS, "helm.sh")], check=True, capture_output=True, text=True).stdout
+    subprocess.run([helm.strip(), "package", chart, "-d", os.path.join(dest, "charts")], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rendered = subprocess.run([os.path.join(kubectl_dir, "kubectl"), "kustomize", os.path.join(ROOT, "manifests")],
+                              check=True, capture_output=True, text=True).stdout
+    pinned = rendered.replace(f"image: {repo}:{tag}\n", f"image: {repo}@{digest}\n")
+    if pinned == rendered:
+        raise Failure(f"manifests/ names no image {repo}:{tag}")
+    with open(os.path.join(dest, "capi-provider-operator.yaml"), "w", encoding="utf-8") as f:
+        f.write(pinned)
+    return dest
+
+
 class Harness:
     def __init__(self, releases: str, cert_manager: str, clusterctl_dir: str):
         self.tmp = tempfile.mkdtemp(prefix="capi-docs-check-")
+        self.providers = os.path.dirname(clusterctl_dir)
         self.cluster_dir = os.path.join(self.tmp, "cluster")
         self.releases = releases
         self.cert_manager_crds = os.path.join(self.tmp, "cert-manager-crds.yaml")
@@ -250,9 +297,22 @@ class Harness:
         for k in ("KUBECONFIG", "CAPI_PROVIDERS_GITHUB_API_URL", "GITHUB_TOKEN", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
             self.env.pop(k, None)
         self.state: set[str] = set()
+        self.work: str | None = None
+        self.release: str | None = None
+        self.user_env: dict[str, str] = {}
 
     def sh(self, cmd: str, **kw) -> subprocess.CompletedProcess:
         return subprocess.run(["bash", "-euo", "pipefail", "-c", cmd], cwd=ROOT, env=self.env, **kw)
+
+    def block(self, cmd: str, needs: list[str], **kw) -> subprocess.CompletedProcess:
+        """A block of the docs; one that needs `real-node-release` runs as a user's shell would:
+        in the directory holding the release output, with the public names served locally."""
+        if "real-node-release" not in needs:
+            return self.sh(cmd, **kw)
+        # /etc/hosts changes for the block only: a mount namespace of its own (private mounts).
+        argv = ["unshare", "--mount", "bash", "-c", 'mount --bind "$1" /etc/hosts && exec bash -euo pipefail -c "$2"',
+                "-", os.path.join(self.cluster_dir, "public-hosts", "hosts"), cmd]
+        return subprocess.run(argv, cwd=self.work, env=self.user_env, **kw)
 
     def kubectl(self, *args: str) -> None:
         subprocess.run(["kubectl", *args], env=self.env, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -263,6 +323,9 @@ class Harness:
         self.env.pop("KUBECONFIG", None)
         self.env.pop("CAPI_PROVIDERS_GITHUB_API_URL", None)
         self.state.clear()
+        if self.work:
+            shutil.rmtree(self.work, ignore_errors=True)
+            self.work = None
 
     def background(self, name: str, argv: list[str]) -> subprocess.Popen:
         """A process the cluster directory's pid files name, so `make cluster-down` stops it too."""
@@ -276,6 +339,8 @@ class Harness:
     def ensure(self, needs: list[str]) -> None:
         if "fresh" in needs:
             self.down()
+        if "real-node-release" in needs:
+            self.real_node_release()
         if "operator" in needs:
             needs = ["crds", *needs]
         if "releases" in needs and not os.path.lexists(RELEASES_LINK):
@@ -313,10 +378,62 @@ class Harness:
                 self.background("operator", argv)
             self.state.add(n)
 
+    def real_node_release(self) -> None:
+        """The cluster of `real-node-release`, the staged release output and the public hosts."""
+        if "real-node-release" in self.state:
+            return
+        if os.geteuid() != 0:
+            raise Failure("needs=real-node-release needs root (the real node: containerd, kubelet, namespaces)")
+        self.down()
+        if self.release is None:
+            self.release = release_output(os.path.join(self.tmp, "release"), self.kubectl_dir)
+        kc = subprocess.run([os.path.join(SCRIPTS, "cluster-up.sh"), "--dir", self.cluster_dir, "--real-node"],
+                            env=self.env, stdout=subprocess.PIPE, text=True, check=True).stdout
+        self.env["KUBECONFIG"] = kc.strip().splitlines()[-1]
+        # Pods land on the real node as on a user's cluster, with no node selector or toleration:
+        # its taint lifted, the fake kwok node (whose pods only seem to run) cordoned.
+        self.kubectl("taint", "node", "real-node", "capi-provider-operator.dev/real-node-")
+        self.kubectl("cordon", "kwok-node-0")
+        self.work = tempfile.mkdtemp(prefix="capi-user-path-")
+        shutil.copytree(self.release, self.work, dirs_exist_ok=True)
+        ports = dict(line.split("=", 1) for line in open(os.path.join(self.cluster_dir, "ports.env")).read().split())
+        helm = subprocess.run([os.path.join(SCRIPTS, "helm.sh")], check=True, capture_output=True,
+                              text=True).stdout.strip()
+        p = self.background("public-hosts", [
+            sys.executable, os.path.join(SCRIPTS, "public-hosts.py"), "--dist", self.release,
+            "--cluster-dir", self.cluster_dir, "--node-ip", ports["REAL_NODE_HOST_IP"],
+            "--providers", self.providers, "--helm", helm, "--kubectl", os.path.join(self.kubectl_dir, "kubectl"),
+        ])
+        if (p.stdout.readline().strip() if p.stdout else "") != "ready":
+            raise Failure(f"public-hosts.py did not start (log {self.tmp}/public-hosts.log)")
+        home = os.path.join(self.tmp, "home")
+        shutil.rmtree(home, ignore_errors=True)
+        os.makedirs(home)
+        # Nothing of the clone: kubectl and helm, the system's tools, a new home.
+        self.user_env = {
+            "PATH": os.pathsep.join([os.path.dirname(helm), self.kubectl_dir, "/usr/sbin:/usr/bin:/sbin:/bin"]),
+            "HOME": home, "KUBECONFIG": self.env["KUBECONFIG"], "LANG": "C.UTF-8",
+            "SSL_CERT_FILE": os.path.join(self.cluster_dir, "public-hosts", "ca-bundle.crt"),
+        }
+        self.state.update({"cluster", "real-node-release"})
+
     def untracked(self) -> set[str]:
         r = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
                            capture_output=True, text=True)
         return {line[3:] for line in r.stdout.splitlines() if line.startswith("?? ")}
+
+
+def labels(blocks) -> dict[str, str]:
+    """The code of each block of a document named with `label=`."""
+    out = {}
+    for _, directive, code in blocks:
+        try:
+            d = parse_directive(directive) if directive else None
+        except Failure:
+            continue
+        if d and d["label"]:
+            out[d["label"]] = code
+    return out
 
 
 def self_test() -> None:
@@ -335,6 +452,9 @@ def self_test() -> None:
     assert command_lines(blocks[1][2]) == ["cat > f <<'YAML'", "kubectl get pods"], command_lines(blocks[1][2])
     d = parse_directive(blocks[1][1])
     assert d["needs"] == ["cluster"] and d["expect"] == "^ok", d
+    d = parse_directive("run needs=fresh,real-node-release label=a steps=a,.")
+    assert d["needs"] == ["fresh", "real-node-release"] and (d["label"], d["steps"]) == ("a", "a,."), d
+    assert labels(blocks + [(9, "run label=x", "echo x\n")]) == {"x": "echo x\n"}
     for bad in ("walk", "run needs=moon", "skip", "run exclude=x"):
         try:
             parse_directive(bad)
@@ -381,6 +501,7 @@ def main() -> int:
             if not blocks:
                 continue
             h.down()
+            labelled = labels(blocks)
             for line, directive, code in blocks:
                 where = f"{rel}:{line}"
                 if directive is None:
@@ -398,6 +519,12 @@ def main() -> int:
                     print(f"{where}: not run: {d['why']}")
                     continue
                 run = code
+                if d["steps"]:
+                    try:
+                        run = "".join(code if n == "." else labelled[n] for n in d["steps"].split(","))
+                    except KeyError as e:
+                        failures.append(f"{where}: steps names {e}, no label of a block in {rel}")
+                        continue
                 if d["exclude"]:
                     kept = []
                     for raw in code.splitlines():
@@ -411,8 +538,10 @@ def main() -> int:
                 before = h.untracked()
                 try:
                     h.ensure(d["needs"])
-                    r = h.sh(run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             timeout=BLOCK_TIMEOUT)
+                    started = time.monotonic()
+                    r = h.block(run, d["needs"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                timeout=BLOCK_TIMEOUT)
+                    print(f"  ({time.monotonic() - started:.1f} s)")
                     out = r.stdout
                     lines = out.splitlines()
                     if len(lines) > 60:
