@@ -331,25 +331,12 @@ async fn budget_under_limit(
 /// Every container of every operator pod is unharmed by `what`: never restarted nor killed, and
 /// the peak usage of each pod's limited cgroup under its limit. Returns the peaks, for the log.
 async fn unharmed(client: &Client, what: &str) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    if let Some(restart) = restarted(client).await {
+        return Err(format!("the operator restarted under {what}: {restart}").into());
+    }
     let mut peaks = Vec::new();
     for pod in pods(client, NS).await {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        for c in pod
-            .status
-            .iter()
-            .flat_map(|s| s.container_statuses.iter().flatten())
-        {
-            let killed = c.last_state.as_ref().and_then(|s| s.terminated.as_ref());
-            if c.restart_count != 0 || killed.is_some() {
-                return Err(format!(
-                    "{name}/{}: the operator restarted under {what} ({} restarts, last end {:?})",
-                    c.name,
-                    c.restart_count,
-                    killed.map(|t| (&t.reason, t.exit_code))
-                )
-                .into());
-            }
-        }
+        let name = pod.metadata.name.unwrap_or_default();
         let uid = pod.metadata.uid.unwrap_or_default();
         let (peak, limit) = peak_usage(&uid)?;
         if peak >= limit {
@@ -361,6 +348,26 @@ async fn unharmed(client: &Client, what: &str) -> Result<Vec<String>, Box<dyn st
         peaks.push(format!("{name} {:.1} MiB", peak as f64 / 1048576.0));
     }
     Ok(peaks)
+}
+
+/// The first container of an operator pod that restarted or was killed: its pod, name, restart
+/// count and how it last ended.
+async fn restarted(client: &Client) -> Option<String> {
+    pods(client, NS).await.into_iter().find_map(|pod| {
+        let name = pod.metadata.name.unwrap_or_default();
+        let statuses = pod.status?.container_statuses?;
+        statuses.into_iter().find_map(|c| {
+            let killed = c.last_state.and_then(|s| s.terminated);
+            (c.restart_count != 0 || killed.is_some()).then(|| {
+                format!(
+                    "{name}/{}: {} restarts, last end {:?}",
+                    c.name,
+                    c.restart_count,
+                    killed.map(|t| (t.reason, t.exit_code))
+                )
+            })
+        })
+    })
 }
 
 /// The hostile providers (name, whether it reads the expansion's variables, what its render
@@ -439,12 +446,15 @@ fn hostile_providers() -> String {
 }
 
 /// Waits until provider `name` reports its render error; an operator container's restart ends
-/// the wait at once, as the failure it is.
+/// the wait at once, as the failure it is (restarts only: a killed container's cgroup, where
+/// the peak is read, is gone until the kubelet has restarted it).
 async fn render_error(client: &Client, name: &str) -> Result<Value, Box<dyn std::error::Error>> {
     let ns = format!("{name}-system");
     let seen = wait_for(T, || async {
-        if let Err(e) = unharmed(client, "the hostile releases").await {
-            return Some(Err(e.to_string()));
+        if let Some(restart) = restarted(client).await {
+            return Some(Err(format!(
+                "the operator restarted under the hostile releases: {restart}"
+            )));
         }
         let p = provider(client, "InfrastructureProvider", &ns, name).await?;
         let c = condition(&p, "ProviderInstalled")?;
