@@ -114,7 +114,8 @@ pub fn shared_dir() -> Option<PathBuf> {
 
 /// The `#[ignore]` reason of the tests that compare with files published outside the project
 /// (`../shared` or `CAPI_SHARED_DIR`): `make test` includes them when that directory exists.
-pub const NEEDS_PUBLISHED: &str = "compares with the published files of ../shared (CAPI_SHARED_DIR); make test runs it when they are present";
+pub const NEEDS_PUBLISHED: &str =
+    "compares with the published files of ../shared (CAPI_SHARED_DIR); make test runs it when they are present";
 
 /// The published files of [`shared_dir`], for a test marked with [`NEEDS_PUBLISHED`]: an error
 /// (the test fails) when they are absent, since such a test runs only when asked for.
@@ -135,10 +136,7 @@ pub fn published() -> Result<PathBuf, Error> {
 /// An error (the test fails, naming the command) when the script has not run.
 pub fn releases() -> Result<PathBuf, Error> {
     assembled_releases()
-        .filter(|dir| {
-            dir.join("cluster-api/v1.12.0/core-components.yaml")
-                .is_file()
-        })
+        .filter(|dir| dir.join("cluster-api/v1.12.0/core-components.yaml").is_file())
         .ok_or_else(|| {
             Error::Missing(
                 "the assembled Cluster API releases are not built: run `make providers` \
@@ -152,13 +150,7 @@ pub fn releases() -> Result<PathBuf, Error> {
 /// real node (the images the project builds); an error when the script has not run.
 pub fn cert_manager_manifest() -> Result<PathBuf, Error> {
     provider_images()
-        .and_then(|images| {
-            Some(
-                images
-                    .parent()?
-                    .join("cert-manager-v1.11.5/cert-manager.yaml"),
-            )
-        })
+        .and_then(|images| Some(images.parent()?.join("cert-manager-v1.11.5/cert-manager.yaml")))
         .filter(|path| path.is_file())
         .ok_or_else(|| {
             Error::Missing(
