@@ -1,23 +1,17 @@
 //! The release memory budget against hostile releases, on a local control plane: the operator
 //! runs with the budget a 256 MiB container gets (`--release-memory-mib 192`), and a small
 //! gzipped release in a ConfigMap that parses to millions of nodes, then one whose
-//! substitution grows a few hundred bytes to megabytes, each end in a render error condition,
-//! while the operator process keeps running (the same process: no restart) and its peak
-//! resident memory stays under the 256 MiB it would be killed at.
+//! substitution grows a few hundred bytes to tens of megabytes (`support::hostile`, shared
+//! with the same check under the kubelet's limit in `node::operator_image`), each end in a
+//! render error condition, while the operator process keeps running (the same process: no
+//! restart) and its peak resident memory stays under the 256 MiB it would be killed at.
 
 use crate::support;
 
-use std::{collections::BTreeMap, io::Write, time::Duration};
+use std::time::Duration;
 
+use capi_operator_api::conditions::reason::RENDER_FAILED;
 use capi_test_support::{OperatorProcess, private_cluster, wait_for};
-use k8s_openapi::{
-    ByteString,
-    api::core::v1::{ConfigMap, Secret},
-};
-use kube::{
-    Api,
-    api::{ObjectMeta, PostParams},
-};
 use support::*;
 
 const T: Duration = Duration::from_secs(90);
@@ -25,37 +19,6 @@ const NS: &str = "budget-core";
 const LABEL: &str = "budget-core";
 const LIMIT: u64 = 256 * 1024 * 1024;
 const METADATA: &str = "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3\nkind: Metadata\nreleaseSeries:\n- {major: 0, minor: 2, contract: v1beta1}\n- {major: 0, minor: 3, contract: v1beta1}\n";
-
-/// A release ConfigMap of `version` whose components are gzip of `components`.
-async fn release(client: &kube::Client, version: &str, components: &[u8]) -> TestResult {
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    gz.write_all(components)?;
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(format!("{LABEL}-{version}")),
-            namespace: Some(NS.into()),
-            labels: Some(BTreeMap::from([
-                ("provider.cluster.x-k8s.io/name".into(), LABEL.into()),
-                ("provider.cluster.x-k8s.io/version".into(), version.into()),
-            ])),
-            annotations: Some(BTreeMap::from([(
-                "provider.cluster.x-k8s.io/compressed".into(),
-                "true".into(),
-            )])),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([("metadata".into(), METADATA.into())])),
-        binary_data: Some(BTreeMap::from([(
-            "components".into(),
-            ByteString(gz.finish()?),
-        )])),
-        ..Default::default()
-    };
-    Api::<ConfigMap>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &cm)
-        .await?;
-    Ok(())
-}
 
 fn core(version: &str) -> String {
     format!(
@@ -84,26 +47,18 @@ async fn hostile_releases_end_in_a_render_error_within_the_memory_limit() -> Tes
     cluster.install_crds()?;
     let client = cluster.client().await?;
     cluster.ensure_namespace(NS)?;
-    // Node-dense: 4.5 million `- 0` items, 27 MB of text, 40 KB gzipped.
-    let mut dense =
-        b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: dense}\ndata:\n  list:\n".to_vec();
-    dense.extend(b"  - 0\n".repeat(4_500_000));
-    release(&client, "v0.2.0", &dense).await?;
-    // Expansion: 300 bytes of V grow to 27 MB through nested replacements.
-    let bomb = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\ndata:\n  x: ${V//a/${V//a/${V}}}\n";
-    release(&client, "v0.3.0", bomb).await?;
-    let vars = Secret {
-        metadata: ObjectMeta {
-            name: Some("vars".into()),
-            namespace: Some(NS.into()),
-            ..Default::default()
-        },
-        string_data: Some(BTreeMap::from([("V".into(), "a".repeat(300))])),
-        ..Default::default()
-    };
-    Api::<Secret>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &vars)
-        .await?;
+    // Sized to take far more than 256 MiB rendered without the budget (support/hostile.rs).
+    hostile::serve(
+        &client,
+        NS,
+        LABEL,
+        "v0.2.0",
+        METADATA,
+        &hostile::node_dense(),
+    )
+    .await?;
+    hostile::serve(&client, NS, LABEL, "v0.3.0", METADATA, hostile::EXPANSION).await?;
+    hostile::variables_secret(&client, NS, "vars").await?;
 
     let mut operator = start_operator(
         cluster,
@@ -130,9 +85,8 @@ async fn hostile_releases_end_in_a_render_error_within_the_memory_limit() -> Tes
             let p = provider(&client, key.0, key.1, key.2).await?;
             let c = condition(&p, "ProviderInstalled")?;
             let message = condition_message(&p, "ProviderInstalled");
-            let ours = c.get("reason")? == "ComponentsRenderError"
-                && c.get("status")? == "False"
-                && message != seen;
+            let ours =
+                c.get("reason")? == RENDER_FAILED && c.get("status")? == "False" && message != seen;
             ours.then_some(message)
         })
         .await

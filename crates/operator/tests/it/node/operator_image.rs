@@ -10,7 +10,9 @@
 //! deleted and the standby takes over and repairs a deleted Deployment; three providers are
 //! upgraded at once to large releases (`large_releases`) under the kubelet's 256Mi limit, which
 //! the release memory budget keeps the operator within (no OOM kill, no restart, the cgroup's
-//! peak under the limit), and deleted again; `helm uninstall` removes
+//! peak under the limit), and deleted again; two providers whose releases would take it far
+//! over that limit if rendered (`support::hostile`) end in a render error with no restart and
+//! the peak under the limit, the others staying Ready; `helm uninstall` removes
 //! the operator and keeps the providers. Then the same image from `kubectl apply -k manifests/`
 //! (through an overlay placing it on the real node) runs Ready and the kept providers stay
 //! Ready, each pod having sized its release memory budget from the limit itself; last, a
@@ -22,6 +24,7 @@ use super::{helm_chart, large_releases};
 
 use std::{path::Path, time::Duration};
 
+use capi_operator_api::conditions::reason::RENDER_FAILED;
 use capi_test_support::{TestCluster, images_store, wait_for, workspace_root};
 use kube::Client;
 use serde_json::Value;
@@ -135,6 +138,7 @@ async fn the_operators_image_runs_from_its_chart_and_kustomization() -> TestResu
     providers_and_failover(cluster, &client, &running, test).await?;
     budget_under_limit(cluster, &client, &large, test).await?;
     drop(large);
+    hostile_under_limit(cluster, &client, test).await?;
 
     helm_in_ns(&["uninstall", "capi-operator", "--wait"])?;
     let gone = wait_for(T, || async {
@@ -294,34 +298,14 @@ async fn budget_under_limit(
     let t0 = std::time::Instant::now();
     // The pods are checked first: a kill explains an upgrade that never ends.
     let upgrade = large_releases::upgrade(cluster, client).await;
-    let mut peaks = Vec::new();
-    for pod in pods(client, NS).await {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        if upgrade.is_err() {
+    if upgrade.is_err() {
+        for pod in pods(client, NS).await {
+            let name = pod.metadata.name.unwrap_or_default();
             let (_, log, _) = cluster.kubectl(&["logs", "-n", NS, &name, "--tail=15"])?;
             eprintln!("{name}: {log}");
         }
-        for c in pod
-            .status
-            .iter()
-            .flat_map(|s| s.container_statuses.iter().flatten())
-        {
-            let killed = c.last_state.as_ref().and_then(|s| s.terminated.as_ref());
-            assert!(
-                c.restart_count == 0 && killed.is_none(),
-                "{name}: the operator restarted under the large releases ({} restarts, last end {:?})",
-                c.restart_count,
-                killed.map(|t| (&t.reason, t.exit_code))
-            );
-        }
-        let uid = pod.metadata.uid.unwrap_or_default();
-        let (peak, limit) = peak_usage(&uid)?;
-        assert!(
-            peak < limit,
-            "{name}: the operator's memory reached its limit ({peak} of {limit} bytes)"
-        );
-        peaks.push(format!("{name} {:.1} MiB", peak as f64 / 1048576.0));
     }
+    let peaks = unharmed(client, "the large releases").await?;
     let upgrade = upgrade?;
     eprintln!(
         "{test}: three {:.1} MB releases upgraded at once in {:.1}s under 256Mi; peaks {peaks:?}",
@@ -334,6 +318,150 @@ async fn budget_under_limit(
         t0.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Every container of every operator pod is unharmed by `what`: never restarted nor killed, and
+/// the peak usage of each pod's limited cgroup under its limit. Returns the peaks, for the log.
+async fn unharmed(client: &Client, what: &str) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    if let Some(restart) = restarted(client).await {
+        return Err(format!("the operator restarted under {what}: {restart}").into());
+    }
+    let mut peaks = Vec::new();
+    for pod in pods(client, NS).await {
+        let name = pod.metadata.name.unwrap_or_default();
+        let uid = pod.metadata.uid.unwrap_or_default();
+        let (peak, limit) = peak_usage(&uid)?;
+        if peak >= limit {
+            return Err(format!(
+                "{name}: the operator's memory reached its limit under {what} ({peak} of {limit} bytes)"
+            )
+            .into());
+        }
+        peaks.push(format!("{name} {:.1} MiB", peak as f64 / 1048576.0));
+    }
+    Ok(peaks)
+}
+
+/// The first container of an operator pod that restarted or was killed: its pod, name, restart
+/// count and how it last ended.
+async fn restarted(client: &Client) -> Option<String> {
+    pods(client, NS).await.into_iter().find_map(|pod| {
+        let name = pod.metadata.name.unwrap_or_default();
+        let statuses = pod.status?.container_statuses?;
+        statuses.into_iter().find_map(|c| {
+            let killed = c.last_state.and_then(|s| s.terminated);
+            (c.restart_count != 0 || killed.is_some()).then(|| {
+                format!(
+                    "{name}/{}: {} restarts, last end {:?}",
+                    c.name,
+                    c.restart_count,
+                    killed.map(|t| (t.reason, t.exit_code))
+                )
+            })
+        })
+    })
+}
+
+/// The hostile providers (name, whether it reads the expansion's variables, what its render
+/// error says), each an InfrastructureProvider in namespace `<name>-system`.
+const HOSTILE: [(&str, bool, &str); 2] = [
+    (
+        "dense",
+        false,
+        "more than the operator's whole release memory budget",
+    ),
+    ("expansion", true, "a substituted value exceeds"),
+];
+
+const HOSTILE_METADATA: &str = "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3\nkind: Metadata\nreleaseSeries:\n- {major: 1, minor: 0, contract: v1beta2}\n";
+
+/// Hostile releases under the kubelet's limit: two providers whose releases
+/// (`support::hostile`) would take the operator far over the chart's 256Mi if rendered, one
+/// dense in YAML nodes (refused: it costs more than the whole budget), one growing through
+/// substitution (stopped while it expands). Each ends in a render error, without a restart of
+/// any operator container (checked while waiting, once both errors are seen and again after a
+/// few retries' time), the cgroups' peaks under the limit; the real providers stay Ready. The
+/// providers are deleted after.
+async fn hostile_under_limit(cluster: &TestCluster, client: &Client, test: &str) -> TestResult {
+    let t0 = std::time::Instant::now();
+    let dense = hostile::node_dense();
+    for (name, vars, _) in HOSTILE {
+        let ns = format!("{name}-system");
+        cluster.ensure_namespace(&ns)?;
+        let components = if vars { hostile::EXPANSION } else { &dense };
+        hostile::serve(client, &ns, name, "v1.0.0", HOSTILE_METADATA, components).await?;
+        if vars {
+            hostile::variables_secret(client, &ns, "vars").await?;
+        }
+    }
+    drop(dense);
+    apply(cluster, &hostile_providers())?;
+    for (name, _, says) in HOSTILE {
+        let p = render_error(client, name).await?;
+        let message = condition_message(&p, "ProviderInstalled");
+        assert!(message.contains(says), "{name}: {message}");
+        // A first install that failed has no Ready condition yet; it must not say True.
+        let ready = condition(&p, "Ready").and_then(|c| c.get("status"));
+        assert_ne!(ready, Some(&Value::from("True")), "{name} is Ready");
+        eprintln!("{test}: {name}: {message}");
+    }
+    let first = unharmed(client, "the hostile releases").await?;
+    // Render errors are retried: a retry must not harm either.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let peaks = unharmed(client, "the hostile releases' retries").await?;
+    for (kind, ns, name, ..) in REAL_PROVIDERS {
+        wait_condition(client, (kind, ns, name), "Ready", "True", None, T).await?;
+    }
+    eprintln!(
+        "{test}: hostile releases refused under 256Mi in {:.1}s, no restart; peaks {first:?}, then {peaks:?}",
+        t0.elapsed().as_secs_f64()
+    );
+    for (name, ..) in HOSTILE {
+        let ns = format!("{name}-system");
+        cluster.kubectl_ok(&["delete", "-n", &ns, "infrastructureprovider", name])?;
+    }
+    Ok(())
+}
+
+/// The providers of [`HOSTILE`], each selecting its ConfigMap release.
+fn hostile_providers() -> String {
+    HOSTILE
+        .iter()
+        .map(|(name, vars, _)| {
+            let secret = if *vars { "  secretName: vars\n" } else { "" };
+            format!(
+                "apiVersion: management.cluster.x-k8s.io/v1alpha1\nkind: InfrastructureProvider\nmetadata:\n  name: {name}\n  namespace: {name}-system\nspec:\n  version: v1.0.0\n{secret}  fetchConfig:\n    selector:\n      matchLabels:\n        provider.cluster.x-k8s.io/name: {name}\n"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+/// Waits until provider `name` reports its render error; an operator container's restart ends
+/// the wait at once, as the failure it is (restarts only: a killed container's cgroup, where
+/// the peak is read, is gone until the kubelet has restarted it).
+async fn render_error(client: &Client, name: &str) -> Result<Value, Box<dyn std::error::Error>> {
+    let ns = format!("{name}-system");
+    let seen = wait_for(T, || async {
+        if let Some(restart) = restarted(client).await {
+            return Some(Err(format!(
+                "the operator restarted under the hostile releases: {restart}"
+            )));
+        }
+        let p = provider(client, "InfrastructureProvider", &ns, name).await?;
+        let c = condition(&p, "ProviderInstalled")?;
+        let failed = c.get("status")? == "False" && c.get("reason")? == RENDER_FAILED;
+        failed.then_some(Ok(p))
+    })
+    .await;
+    match seen {
+        Some(Ok(p)) => Ok(p),
+        Some(Err(e)) => Err(e.into()),
+        None => {
+            let p = provider(client, "InfrastructureProvider", &ns, name).await;
+            Err(format!("{name}: no render error; last seen {p:?}").into())
+        }
+    }
 }
 
 /// The peak usage (`memory.max_usage_in_bytes`) and the limit of pod `uid`'s limited container
