@@ -35,13 +35,18 @@ pub const RENDER: &str = "Examples:
 
 /// Examples of `init`.
 pub const INIT: &str = "Examples:
-  # The core provider and an infrastructure provider, variables from a file
-  kubectl capi-providers init --core cluster-api:v1.12.0 --infrastructure docker:v1.12.0 \\
-    --variables vars.env --wait
+  # From nothing, as clusterctl: the operator (of this plugin's version), cert-manager, and the
+  # providers; on a first run core cluster-api, bootstrap kubeadm and control-plane kubeadm are
+  # added unless providers of their type are named (or --no-default-providers)
+  kubectl capi-providers init -i docker --wait
+
+  # Versions and a variables file; the operator of another release
+  kubectl capi-providers init --core cluster-api:v1.12.0 -b kubeadm:v1.12.0 -c kubeadm:v1.12.0 \\
+    -i docker:v1.12.0 --variables vars.env --operator-version v0.1.0 --wait
 
   # Providers and cert-manager preloaded into ConfigMaps (air-gapped)
   kubectl capi-providers preload --core cluster-api:v1.12.0 --cert-manager --apply
-  kubectl capi-providers init --preloaded --core cluster-api:v1.12.0
+  kubectl capi-providers init --preloaded --core cluster-api:v1.12.0 --no-default-providers
 
   # Another cert-manager version than clusterctl's default, or none at all
   kubectl capi-providers init --cert-manager-version v1.18.2

@@ -1,8 +1,9 @@
 //! `kubectl-capi_providers`: a kubectl plugin (`kubectl capi-providers ...`) for the
 //! capi-provider-operator, built on the same components engine as the operator.
 //!
-//! - `init`: installs the operator's CRDs and policies and the providers named, with their
-//!   variables in a Secret; `--wait` follows them until Ready.
+//! - `init`: installs the operator (the release manifest of the plugin's version, built in),
+//!   cert-manager and the providers named, with their variables in a Secret; `--wait` follows
+//!   them until Ready.
 //! - `upgrade plan` / `upgrade apply [--contract vX]`: versions within and across contracts;
 //!   a contract change runs pause → upgrade → unpause.
 //! - `preload`: writes or applies the air-gapped ConfigMaps of releases; `--images` lists the
@@ -41,6 +42,7 @@ mod krew;
 mod migrate;
 mod mirror;
 mod moving;
+mod operator;
 mod output;
 mod preload;
 mod progress;
@@ -62,8 +64,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Install the operator's CRDs and the providers named (core, bootstrap, control-plane,
-    /// infrastructure, ipam, runtime-extension, addon), with their variables in a Secret.
+    /// Install the operator (unless it runs already), cert-manager and the providers named
+    /// (core, bootstrap, control-plane, infrastructure, ipam, runtime-extension, addon), with
+    /// their variables in a Secret.
     #[command(after_help = examples::INIT)]
     Init(Box<init::Args>),
     /// Plan or apply provider upgrades.

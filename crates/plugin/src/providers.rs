@@ -91,13 +91,13 @@ pub struct ProviderFlags {
     #[arg(long, value_delimiter = ',', value_name = "PROVIDER")]
     pub core: Vec<String>,
     /// Bootstrap providers: name[:namespace][:version][@source].
-    #[arg(long, value_delimiter = ',', value_name = "PROVIDER")]
+    #[arg(long, short = 'b', value_delimiter = ',', value_name = "PROVIDER")]
     pub bootstrap: Vec<String>,
     /// Control-plane providers: name[:namespace][:version][@source].
-    #[arg(long, value_delimiter = ',', value_name = "PROVIDER")]
+    #[arg(long, short = 'c', value_delimiter = ',', value_name = "PROVIDER")]
     pub control_plane: Vec<String>,
     /// Infrastructure providers: name[:namespace][:version][@source].
-    #[arg(long, value_delimiter = ',', value_name = "PROVIDER")]
+    #[arg(long, short = 'i', value_delimiter = ',', value_name = "PROVIDER")]
     pub infrastructure: Vec<String>,
     /// IPAM providers: name[:namespace][:version][@source].
     #[arg(long, value_delimiter = ',', value_name = "PROVIDER")]

@@ -823,3 +823,71 @@ async fn preload_images_lists_and_copies_into_a_mirror() -> TestResult {
     }
     Ok(())
 }
+
+/// The operator manifest `init` installs (built into the plugin from manifests/) is what
+/// `kubectl kustomize manifests/` renders, object for object: the two cannot drift apart.
+#[test]
+fn the_built_in_operator_manifest_is_the_kustomization() -> TestResult {
+    let kubectl = std::env::var_os("CAPI_KUBECTL").unwrap_or_else(|| "kubectl".into());
+    let manifests = capi_test_support::workspace_root().join("manifests");
+    let out = std::process::Command::new(&kubectl)
+        .arg("kustomize")
+        .arg(&manifests)
+        .output()
+        .map_err(|e| {
+            format!("running {kubectl:?} kustomize (set CAPI_KUBECTL=$(e2e/scripts/build.sh)/kubectl): {e}")
+        })?;
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let objects = |text: &str| -> Result<BTreeMap<String, Value>, Box<dyn std::error::Error>> {
+        let docs = capi_yaml::parse_documents(text, &capi_yaml::Limits::default())?;
+        Ok(docs
+            .into_iter()
+            .filter(|d| d.is_object())
+            .map(|d| {
+                let key = format!(
+                    "{} {}/{}",
+                    d["kind"].as_str().unwrap_or_default(),
+                    d["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    d["metadata"]["name"].as_str().unwrap_or_default()
+                );
+                (key, same_numbers(d))
+            })
+            .collect())
+    };
+    let rendered = objects(&String::from_utf8(out.stdout)?)?;
+    let built_in = objects(include_str!(concat!(env!("OUT_DIR"), "/operator.yaml")))?;
+    assert_eq!(
+        built_in.keys().collect::<Vec<_>>(),
+        rendered.keys().collect::<Vec<_>>()
+    );
+    for (key, want) in &rendered {
+        assert_eq!(built_in.get(key), Some(want), "{key} differs");
+    }
+    assert!(
+        rendered.len() > 20,
+        "{} objects rendered: {:?}",
+        rendered.len(),
+        rendered.keys()
+    );
+    Ok(())
+}
+
+/// `v` with whole floats as integers: the generated CRDs write `minimum: 1.0` where kustomize
+/// prints `1`, the same number.
+fn same_numbers(v: Value) -> Value {
+    match v {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 1e15 => Value::from(f as i64),
+            _ => Value::Number(n),
+        },
+        Value::Array(a) => Value::Array(a.into_iter().map(same_numbers).collect()),
+        Value::Object(m) => {
+            Value::Object(m.into_iter().map(|(k, v)| (k, same_numbers(v))).collect())
+        }
+        other => other,
+    }
+}
