@@ -52,6 +52,14 @@ pub const INIT: &str = "Examples:
   kubectl capi-providers init --cert-manager-version v1.18.2
   kubectl capi-providers init --skip-cert-manager";
 
+/// Examples of `delete`.
+pub const DELETE: &str = "Examples:
+  # An infrastructure provider; its CRDs and namespace stay (deletionPolicy Block)
+  kubectl capi-providers delete --infrastructure docker
+
+  # Everything, the core provider last, with CRDs and namespaces (deletionPolicy Purge)
+  kubectl capi-providers delete --all --include-crd --include-namespace --timeout 10m";
+
 /// Examples of `upgrade`.
 pub const UPGRADE: &str = "Examples:
   kubectl capi-providers upgrade plan

@@ -4,6 +4,8 @@
 //! - `init`: installs the operator (the release manifest of the plugin's version, built in),
 //!   cert-manager and the providers named, with their variables in a Secret; `--wait` follows
 //!   them until Ready.
+//! - `delete`: deletes providers (by name or `--all`), their deletionPolicy from clusterctl's
+//!   `--include-crd`/`--include-namespace`, and waits until they are gone.
 //! - `upgrade plan` / `upgrade apply [--contract vX]`: versions within and across contracts;
 //!   a contract change runs pause → upgrade → unpause.
 //! - `preload`: writes or applies the air-gapped ConfigMaps of releases; `--images` lists the
@@ -33,6 +35,7 @@ macro_rules! say {
 
 mod certmanager;
 mod cluster;
+mod delete;
 mod describe;
 mod desired;
 mod diff;
@@ -69,6 +72,10 @@ enum Command {
     /// their variables in a Secret.
     #[command(after_help = examples::INIT)]
     Init(Box<init::Args>),
+    /// Delete providers as `clusterctl delete` does: --include-crd/--include-namespace set
+    /// their deletionPolicy to Purge; waits until they are gone.
+    #[command(after_help = examples::DELETE)]
+    Delete(Box<delete::Args>),
     /// Plan or apply provider upgrades.
     #[command(subcommand, after_help = examples::UPGRADE)]
     Upgrade(upgrade::Command),
@@ -179,6 +186,7 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Init(args) => init::run(&args, &cli.cluster).await,
+        Command::Delete(args) => delete::run(&args, &cli.cluster).await,
         Command::Upgrade(cmd) => upgrade::run(&cmd, &cli.cluster).await,
         Command::Preload(args) => preload::run(&args, &cli.cluster).await,
         Command::Migrate(args) => migrate::run(&args, &cli.cluster).await,
