@@ -64,31 +64,7 @@ pub fn select(
     if named.is_empty() {
         bail!("name the providers to delete (--core, --infrastructure, ...) or give --all");
     }
-    let mut out = Vec::new();
-    for arg in named {
-        let found: Vec<&AnyProvider> = existing
-            .iter()
-            .filter(|p| p.provider_type == arg.provider_type && p.name() == arg.name)
-            .filter(|p| {
-                arg.namespace
-                    .as_deref()
-                    .is_none_or(|ns| p.namespace() == ns)
-            })
-            .collect();
-        match found.as_slice() {
-            [] => bail!("{} is not installed", arg.describe()),
-            [p] => out.push((*p).clone()),
-            many => bail!(
-                "{} is installed in several namespaces ({}): name one as NAME:NAMESPACE",
-                arg.describe(),
-                many.iter()
-                    .map(|p| p.namespace())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        }
-    }
-    Ok(out)
+    crate::providers::installed(existing, named)
 }
 
 /// Sets the policy, deletes each provider and waits until all are gone.

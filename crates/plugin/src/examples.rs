@@ -79,7 +79,10 @@ pub const UPGRADE_APPLY: &str = "Examples:
   kubectl capi-providers upgrade apply --wait
 
   # Move to another contract (pause, upgrade, unpause)
-  kubectl capi-providers upgrade apply --contract v1beta2";
+  kubectl capi-providers upgrade apply --contract v1beta2
+
+  # Chosen providers only, each to a version of its contract (as clusterctl)
+  kubectl capi-providers upgrade apply --core cluster-api:v1.12.1 -i docker:v1.12.1 --wait";
 
 /// Examples of `preload`.
 pub const PRELOAD: &str = "Examples:

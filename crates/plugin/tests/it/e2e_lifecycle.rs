@@ -1,6 +1,7 @@
 //! The commands clusterctl users script, on a private local control plane with the operator
 //! running, from nothing: `init` (the operator from the plugin's built-in manifest, then the
-//! sample providers) and `delete` (by name with clusterctl's flags, refusals, `--all` with
+//! sample providers), `upgrade apply` of chosen providers (`--core NAME:VERSION -i
+//! NAME:VERSION`, refusals) and `delete` (by name with clusterctl's flags, refusals, `--all` with
 //! `--include-crd --include-namespace`, waiting until the providers are gone).
 
 use crate::support;
@@ -31,8 +32,77 @@ async fn all_ready(cluster: &TestCluster) -> Result<(), String> {
     Ok(())
 }
 
+/// A v0.1.1 of the core and infrastructure samples (contract v1beta1, as v0.1.0).
+fn patch_releases(repo: &TempDir) -> std::io::Result<()> {
+    for label in ["cluster-api", "infrastructure-sample"] {
+        let from = repo.0.join(label).join("v0.1.0");
+        let to = repo.0.join(label).join("v0.1.1");
+        std::fs::create_dir_all(&to)?;
+        for e in std::fs::read_dir(&from)? {
+            let e = e?;
+            std::fs::copy(e.path(), to.join(e.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
+/// `upgrade apply` of chosen providers: refusals first, then the core and infrastructure
+/// providers to v0.1.1 while the bootstrap provider stays at v0.1.0.
+async fn upgrade_chosen(cluster: &TestCluster, repo: &TempDir) -> TestResult {
+    patch_releases(repo)?;
+    let r = repo.s();
+    let base = ["upgrade", "apply", "--repository", &r];
+    let refused = |more: &[&str], why: &str| -> TestResult {
+        let run = plugin_env(Some(cluster), &[&base[..], more].concat(), &[])?;
+        assert!(!run.ok && run.stderr.contains(why), "{why}:\n{}", run.all());
+        Ok(())
+    };
+    refused(
+        &["-i", "docker:v0.1.1"],
+        "InfrastructureProvider docker is not installed",
+    )?;
+    refused(
+        &["--core", "cluster-api:v0.2.0"],
+        "a contract change moves every provider",
+    )?;
+    refused(&["--core", "cluster-api:v0.1.9"], "no release v0.1.9")?;
+    refused(&["--core", "cluster-api"], "give the version")?;
+    plugin_ok(
+        Some(cluster),
+        &[
+            &base[..],
+            &[
+                "--core",
+                "cluster-api:v0.1.1",
+                "-i",
+                "sample:v0.1.1",
+                "--wait",
+                "--timeout",
+                "120s",
+            ],
+        ]
+        .concat(),
+    )?;
+    for (kind, ns, name) in [PROVIDERS[0], PROVIDERS[2]] {
+        let p = provider(cluster, kind, ns, name).ok_or("gone")?;
+        assert!(
+            ready_at(&p, "v0.1.1"),
+            "{kind} {ns}/{name}: {}",
+            p["status"]
+        );
+    }
+    let (kind, ns, name) = PROVIDERS[1];
+    let p = provider(cluster, kind, ns, name).ok_or("gone")?;
+    assert!(
+        ready_at(&p, "v0.1.0"),
+        "{kind} {ns}/{name}: {}",
+        p["status"]
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn init_from_nothing_then_delete_as_clusterctl() -> TestResult {
+async fn init_upgrade_chosen_and_delete_as_clusterctl() -> TestResult {
     let _serial = capi_test_support::isolated(module_path!()).await;
     let cluster = private_cluster()?;
     let repo = sample_repository()?;
@@ -60,6 +130,8 @@ async fn init_from_nothing_then_delete_as_clusterctl() -> TestResult {
         format!("{e}\n--- operator log ---\n{}", operator.logs()).into()
     };
     all_ready(cluster).await.map_err(|e| log(e.into()))?;
+
+    upgrade_chosen(cluster, &repo).await.map_err(log)?;
 
     // Refusals change nothing.
     let unknown = plugin_env(Some(cluster), &["delete", "--bootstrap", "kubeadm"], &[])?;
