@@ -90,7 +90,7 @@ pub const PRELOAD: &str = "Examples:
   kubectl capi-providers preload --core cluster-api:v1.12.0 --apply
 
   # Write them to a file and list the images to mirror
-  kubectl capi-providers preload --core cluster-api:v1.12.0 -o releases.yaml --images";
+  kubectl capi-providers preload --core cluster-api:v1.12.0 --output-file releases.yaml --images";
 
 /// Examples of `migrate`.
 pub const MIGRATE: &str = "Examples:

@@ -1,4 +1,4 @@
-//! The commands that need no cluster: `describe`, `verify` and `preload -o FILE`, from a local
+//! The commands that need no cluster: `describe`, `verify` and `preload --output-file FILE`, from a local
 //! repository, from a local GitHub-compatible server, and (when ../shared is present) from the
 //! real Cluster API releases.
 
@@ -392,7 +392,7 @@ async fn preload_writes_configmaps_that_read_back() -> TestResult {
             "cluster-api:v0.1.0,cluster-api:v0.2.0",
             "--infrastructure",
             "sample:my-infra:v0.2.0",
-            "-o",
+            "--output-file",
             &file.to_string_lossy(),
             "--images",
         ],
@@ -597,7 +597,7 @@ async fn preload_from_an_oci_registry() -> TestResult {
                 "--bootstrap",
                 &source,
                 "--images",
-                "-o",
+                "--output-file",
                 "/dev/null",
             ],
         )
@@ -769,7 +769,7 @@ async fn preload_images_lists_and_copies_into_a_mirror() -> TestResult {
         "cluster-api:v0.1.0",
         "--infrastructure",
         "sample:v0.1.0",
-        "-o",
+        "--output-file",
         "/dev/null",
         "--image-mirror-config",
         &config.to_string_lossy(),

@@ -124,7 +124,7 @@ fn preload_stores_the_release_byte_for_byte() -> TestResult {
             &repo,
             "--infrastructure",
             "vendor:v1.0.0",
-            "-o",
+            "--output-file",
             &file.to_string_lossy(),
             "--images",
         ],
