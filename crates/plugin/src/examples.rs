@@ -60,6 +60,14 @@ pub const DELETE: &str = "Examples:
   # Everything, the core provider last, with CRDs and namespaces (deletionPolicy Purge)
   kubectl capi-providers delete --all --include-crd --include-namespace --timeout 10m";
 
+/// Examples of `publish`.
+pub const PUBLISH: &str = "Examples:
+  # Tagged v1.12.0 after the directory; credentials from OCI_USERNAME/OCI_PASSWORD
+  kubectl capi-providers publish releases/infrastructure-docker/v1.12.0 \\
+    --to oci://registry.example.internal/capi/infrastructure-docker
+
+  # A provider then reads it with fetchConfig.oci: registry.example.internal/capi/infrastructure-docker";
+
 /// Examples of `upgrade`.
 pub const UPGRADE: &str = "Examples:
   kubectl capi-providers upgrade plan

@@ -17,6 +17,7 @@
 //!   `diff`: what it would change on the live cluster (exit 1 on differences, as `kubectl diff`).
 //! - `move`: moves the management cluster to another one (providers, their inputs, then
 //!   `clusterctl move`, then the source's providers retired), refusing when the sides differ.
+//! - `publish`: pushes a release directory as an OCI artifact `fetchConfig.oci` reads.
 //! - `completion`: shell completion scripts; `krew-manifest`: the krew manifest of this build.
 
 // The project rule: no function over 80 lines (threshold in the workspace clippy.toml).
@@ -50,6 +51,7 @@ mod output;
 mod preload;
 mod progress;
 mod providers;
+mod publish;
 mod release;
 mod upgrade;
 mod vars;
@@ -109,6 +111,10 @@ enum Command {
     /// two sides' versions or contracts differ.
     #[command(after_help = examples::MOVE)]
     Move(Box<moving::Args>),
+    /// Push a release directory (metadata.yaml, components, ...) as an OCI artifact that a
+    /// provider's fetchConfig.oci reads, tagged with its version.
+    #[command(after_help = examples::PUBLISH)]
+    Publish(Box<publish::Args>),
     /// Print a shell completion script for kubectl-capi_providers.
     #[command(after_help = examples::COMPLETION)]
     Completion {
@@ -211,6 +217,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Move(args) => moving::run(&args, &cli.cluster).await,
+        Command::Publish(args) => publish::run(&args).await,
         Command::Completion { shell } => {
             print_completion(shell);
             Ok(())

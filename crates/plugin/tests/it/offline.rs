@@ -891,3 +891,74 @@ fn same_numbers(v: Value) -> Value {
         other => other,
     }
 }
+
+/// `publish` pushes release directories in the layout `fetchConfig.oci` reads: the OCI source
+/// the operator and `preload` use finds both versions (the tag from the directory's name, or
+/// given) and reads the release back; a directory without metadata.yaml is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_pushes_a_release_that_fetch_config_oci_reads() -> TestResult {
+    let reg = capi_test_support::registry::PlainRegistry::start().await?;
+    let repo = format!("oci+http://{}/capi/bootstrap-sample", reg.host);
+    let v1 = samples().join("sample-bootstrap").join("v0.1.0");
+    let v2 = samples().join("sample-bootstrap").join("v0.2.0");
+    let empty = TempDir::new("capi-plugin-publish")?;
+    let (repo2, v1s, v2s, empty_s) = (repo.clone(), v1, v2, empty.s());
+    let (first, second, refused) = tokio::task::spawn_blocking(move || {
+        let first = plugin_env(
+            None,
+            &["publish", &v1s.to_string_lossy(), "--to", &repo2],
+            &[],
+        );
+        let tagged = format!("{repo2}:v0.2.0");
+        let second = plugin_env(
+            None,
+            &["publish", &v2s.to_string_lossy(), "--to", &tagged],
+            &[],
+        );
+        let refused = plugin_env(None, &["publish", &empty_s, "--to", &tagged], &[]);
+        (first, second, refused)
+    })
+    .await?;
+    let (first, second, refused) = (first?, second?, refused?);
+    assert!(
+        first.ok && first.stdout.contains(":v0.1.0 sha256:"),
+        "{}",
+        first.all()
+    );
+    assert!(second.ok, "{}", second.all());
+    assert!(
+        !refused.ok && refused.stderr.contains("has no metadata.yaml"),
+        "{}",
+        refused.all()
+    );
+    let source = format!("sample@{repo}");
+    let out = TempDir::new("capi-plugin-publish-out")?;
+    let file = out.0.join("releases.yaml");
+    let file_s = file.to_string_lossy().into_owned();
+    let r = tokio::task::spawn_blocking(move || {
+        plugin_env(
+            None,
+            &["preload", "--bootstrap", &source, "--output-file", &file_s],
+            &[],
+        )
+    })
+    .await??;
+    assert!(
+        r.ok && r
+            .stderr
+            .contains("BootstrapProvider sample v0.2.0 from OCI repository"),
+        "the newest tag is the release:\n{}",
+        r.all()
+    );
+    let written = std::fs::read_to_string(&file)?;
+    // The release read back: the ConfigMap of v0.2.0 holds its components.
+    assert!(
+        written.contains("release-bootstrap-sample-v0.2.0"),
+        "{written}"
+    );
+    assert!(
+        written.contains("sample-bootstrap-controller-manager"),
+        "{written}"
+    );
+    Ok(())
+}
