@@ -35,13 +35,10 @@ async fn all_ready(cluster: &TestCluster) -> Result<(), String> {
 /// A v0.1.1 of the core and infrastructure samples (contract v1beta1, as v0.1.0).
 fn patch_releases(repo: &TempDir) -> std::io::Result<()> {
     for label in ["cluster-api", "infrastructure-sample"] {
-        let from = repo.0.join(label).join("v0.1.0");
-        let to = repo.0.join(label).join("v0.1.1");
-        std::fs::create_dir_all(&to)?;
-        for e in std::fs::read_dir(&from)? {
-            let e = e?;
-            std::fs::copy(e.path(), to.join(e.file_name()))?;
-        }
+        copy_files(
+            &repo.0.join(label).join("v0.1.0"),
+            &repo.0.join(label).join("v0.1.1"),
+        )?;
     }
     Ok(())
 }
