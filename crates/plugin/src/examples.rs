@@ -23,7 +23,12 @@ pub const MOVE: &str = "Examples:
   kubectl capi-providers move --to-kubeconfig target.kubeconfig --dry-run
 
   # Move the providers and every Cluster, with clusterctl v1.12+ from a path
-  kubectl capi-providers move --to-kubeconfig target.kubeconfig --clusterctl ./clusterctl";
+  kubectl capi-providers move --to-kubeconfig target.kubeconfig --clusterctl ./clusterctl
+
+  # Back up the Clusters to a directory, then restore them into another cluster (clusterctl's
+  # move --to-directory / --from-directory)
+  kubectl capi-providers move --to-directory backup
+  kubectl --kubeconfig other.kubeconfig capi-providers move --from-directory backup";
 
 /// Examples of `render`.
 pub const RENDER: &str = "Examples:
