@@ -23,7 +23,12 @@ pub const MOVE: &str = "Examples:
   kubectl capi-providers move --to-kubeconfig target.kubeconfig --dry-run
 
   # Move the providers and every Cluster, with clusterctl v1.12+ from a path
-  kubectl capi-providers move --to-kubeconfig target.kubeconfig --clusterctl ./clusterctl";
+  kubectl capi-providers move --to-kubeconfig target.kubeconfig --clusterctl ./clusterctl
+
+  # Back up the Clusters to a directory, then restore them into another cluster (clusterctl's
+  # move --to-directory / --from-directory)
+  kubectl capi-providers move --to-directory backup
+  kubectl --kubeconfig other.kubeconfig capi-providers move --from-directory backup";
 
 /// Examples of `render`.
 pub const RENDER: &str = "Examples:
@@ -35,17 +40,38 @@ pub const RENDER: &str = "Examples:
 
 /// Examples of `init`.
 pub const INIT: &str = "Examples:
-  # The core provider and an infrastructure provider, variables from a file
-  kubectl capi-providers init --core cluster-api:v1.12.0 --infrastructure docker:v1.12.0 \\
-    --variables vars.env --wait
+  # From nothing, as clusterctl: the operator (of this plugin's version), cert-manager, and the
+  # providers; on a first run core cluster-api, bootstrap kubeadm and control-plane kubeadm are
+  # added unless providers of their type are named (or --no-default-providers)
+  kubectl capi-providers init -i docker --wait
+
+  # Versions and a variables file; the operator of another release
+  kubectl capi-providers init --core cluster-api:v1.12.0 -b kubeadm:v1.12.0 -c kubeadm:v1.12.0 \\
+    -i docker:v1.12.0 --variables vars.env --operator-version v0.1.0 --wait
 
   # Providers and cert-manager preloaded into ConfigMaps (air-gapped)
   kubectl capi-providers preload --core cluster-api:v1.12.0 --cert-manager --apply
-  kubectl capi-providers init --preloaded --core cluster-api:v1.12.0
+  kubectl capi-providers init --preloaded --core cluster-api:v1.12.0 --no-default-providers
 
   # Another cert-manager version than clusterctl's default, or none at all
   kubectl capi-providers init --cert-manager-version v1.18.2
   kubectl capi-providers init --skip-cert-manager";
+
+/// Examples of `delete`.
+pub const DELETE: &str = "Examples:
+  # An infrastructure provider; its CRDs and namespace stay (deletionPolicy Block)
+  kubectl capi-providers delete --infrastructure docker
+
+  # Everything, the core provider last, with CRDs and namespaces (deletionPolicy Purge)
+  kubectl capi-providers delete --all --include-crd --include-namespace --timeout 10m";
+
+/// Examples of `publish`.
+pub const PUBLISH: &str = "Examples:
+  # Tagged v1.12.0 after the directory; credentials from OCI_USERNAME/OCI_PASSWORD
+  kubectl capi-providers publish releases/infrastructure-docker/v1.12.0 \\
+    --to oci://registry.example.internal/capi/infrastructure-docker
+
+  # A provider then reads it with fetchConfig.oci: registry.example.internal/capi/infrastructure-docker";
 
 /// Examples of `upgrade`.
 pub const UPGRADE: &str = "Examples:
@@ -66,7 +92,10 @@ pub const UPGRADE_APPLY: &str = "Examples:
   kubectl capi-providers upgrade apply --wait
 
   # Move to another contract (pause, upgrade, unpause)
-  kubectl capi-providers upgrade apply --contract v1beta2";
+  kubectl capi-providers upgrade apply --contract v1beta2
+
+  # Chosen providers only, each to a version of its contract (as clusterctl)
+  kubectl capi-providers upgrade apply --core cluster-api:v1.12.1 -i docker:v1.12.1 --wait";
 
 /// Examples of `preload`.
 pub const PRELOAD: &str = "Examples:
@@ -74,7 +103,7 @@ pub const PRELOAD: &str = "Examples:
   kubectl capi-providers preload --core cluster-api:v1.12.0 --apply
 
   # Write them to a file and list the images to mirror
-  kubectl capi-providers preload --core cluster-api:v1.12.0 -o releases.yaml --images";
+  kubectl capi-providers preload --core cluster-api:v1.12.0 --output-file releases.yaml --images";
 
 /// Examples of `migrate`.
 pub const MIGRATE: &str = "Examples:

@@ -1,5 +1,6 @@
-//! `init`: installs the operator's CRDs and admission policies (and any operator manifests
-//! given), then the providers named: for each, its namespace, a Secret with its variables, its
+//! `init`: installs the operator (its release manifest of the plugin's version, another
+//! release's, or files given) unless it runs already, waits until it is available, then the
+//! providers named: for each, its namespace, a Secret with its variables, its
 //! releases as ConfigMaps when they come from a local directory, and the provider object.
 //! Every release is fetched first, so a missing variable or an unknown version fails before
 //! anything is written. `--wait` follows the providers until they are Ready.
@@ -8,13 +9,17 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
 use capi_operator_api::{AnyProvider, ProviderType};
-use k8s_openapi::{ByteString, api::core::v1::Secret};
+use k8s_openapi::{
+    ByteString, api::core::v1::Secret,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
 use kube::api::ObjectMeta;
 use serde_json::{Value, json};
 
 use crate::{
     certmanager,
     cluster::{Cluster, ClusterFlags},
+    operator,
     progress::{self, Target, Want},
     providers::{ProviderArg, ProviderFlags},
     release::{self, Located, Origin, Release, SourceFlags},
@@ -68,13 +73,8 @@ pub struct Args {
     variables: VariableFlags,
     #[command(flatten)]
     create: CreateFlags,
-    /// More operator manifests to apply first (YAML files, or directories of them), e.g. the
-    /// operator's Deployment and RBAC from its release.
-    #[arg(long, value_name = "PATH")]
-    operator_manifests: Vec<PathBuf>,
-    /// Do not install the operator's CRDs and policies (they are managed elsewhere).
-    #[arg(long)]
-    skip_operator: bool,
+    #[command(flatten)]
+    operator: operator::OperatorFlags,
     /// Wait until every provider installed is Ready, showing progress.
     #[arg(long)]
     wait: bool,
@@ -83,6 +83,10 @@ pub struct Args {
     timeout: Duration,
     #[command(flatten)]
     cert_manager: certmanager::Flags,
+    /// Add none of the providers clusterctl adds on a first run (core cluster-api, bootstrap
+    /// and control-plane kubeadm, each unless one of its type is named).
+    #[arg(long)]
+    no_default_providers: bool,
     /// Install (or find) cert-manager and stop: no provider is created.
     #[arg(long, conflicts_with = "skip_cert_manager")]
     cert_manager_only: bool,
@@ -168,83 +172,26 @@ pub fn provider_object(
     Ok(obj)
 }
 
-/// Installs the operator's CRDs and policies, then `extra` manifests.
+/// Installs the operator's CRDs and policies, then `extra` manifests (for `migrate`, which
+/// hands providers over to an operator it does not install itself).
 pub async fn install_operator(cluster: &Cluster, extra: &[PathBuf]) -> anyhow::Result<()> {
-    let crds = capi_operator_api::crd::all_crds()?;
-    let mut names = Vec::new();
-    for crd in &crds {
-        let v = serde_json::to_value(crd)?;
-        cluster.apply(&v).await?;
-        names.extend(crd.metadata.name.clone());
+    let mut objects = Vec::new();
+    for crd in capi_operator_api::crd::all_crds()? {
+        objects.push(serde_json::to_value(&crd)?);
     }
-    cluster
-        .wait_established(&names, Duration::from_secs(60))
-        .await?;
-    eprintln!("operator CRDs installed ({})", names.len());
-    for doc in capi_yaml::parse_documents(POLICIES, &capi_yaml::Limits::default())? {
-        if let Err(e) = cluster.apply(&doc).await {
-            eprintln!("warning: admission policy not installed: {e:#}");
-        }
-    }
-    let mut docs = Vec::new();
+    objects.extend(capi_yaml::parse_documents(
+        POLICIES,
+        &capi_yaml::Limits::default(),
+    )?);
     for path in extra {
-        let mut files = Vec::new();
-        if path.is_dir() {
-            for e in
-                std::fs::read_dir(path).with_context(|| format!("reading {}", path.display()))?
-            {
-                let p = e?.path();
-                if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-                    files.push(p);
-                }
-            }
-            files.sort();
-        } else {
-            files.push(path.clone());
-        }
-        for f in files {
-            let text =
-                std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?;
-            docs.extend(
-                capi_yaml::parse_documents(&text, &capi_yaml::Limits::default())
-                    .with_context(|| format!("parsing {}", f.display()))?
-                    .into_iter()
-                    .filter(|d| d.is_object()),
-            );
-        }
+        objects.extend(operator::read_path(path)?);
     }
-    capi_components::pipeline::sort_for_apply(&mut docs);
-    let crd_names: Vec<String> = docs
-        .iter()
-        .filter(|d| d.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition"))
-        .filter_map(|d| {
-            d.pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .collect();
-    for d in docs.iter().filter(|d| {
-        matches!(
-            d.get("kind").and_then(Value::as_str),
-            Some("Namespace" | "CustomResourceDefinition")
-        )
-    }) {
-        cluster.apply(d).await?;
-    }
-    cluster
-        .wait_established(&crd_names, Duration::from_secs(60))
-        .await?;
-    for d in docs.iter().filter(|d| {
-        !matches!(
-            d.get("kind").and_then(Value::as_str),
-            Some("Namespace" | "CustomResourceDefinition")
-        )
-    }) {
-        cluster.apply(d).await?;
-    }
-    if !docs.is_empty() {
-        eprintln!("operator manifests applied ({} objects)", docs.len());
-    }
+    capi_components::pipeline::sort_for_apply(&mut objects);
+    operator::apply_ordered(cluster, &objects).await?;
+    eprintln!(
+        "operator CRDs and policies installed ({} objects)",
+        objects.len()
+    );
     Ok(())
 }
 
@@ -367,32 +314,53 @@ pub async fn write(
     Ok(())
 }
 
-/// Runs `init`.
-pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()> {
-    let mut list = args.providers.parse()?;
-    let overlay = args.create.overlay()?;
-    let file = args.variables.file()?;
-    let cluster = Cluster::connect(cluster_flags).await?;
-    if !args.skip_operator {
-        install_operator(&cluster, &args.operator_manifests).await?;
+/// The providers clusterctl adds on a first run (no core provider installed) when none of
+/// their type is named: core `cluster-api`, bootstrap `kubeadm`, control-plane `kubeadm`.
+pub fn with_defaults(
+    mut list: Vec<ProviderArg>,
+    first_run: bool,
+) -> anyhow::Result<Vec<ProviderArg>> {
+    if !first_run {
+        return Ok(list);
     }
-    if args.cert_manager_only {
-        let preloaded = args.create.preloaded;
-        return certmanager::ensure(&cluster, &args.cert_manager, &args.sources, preloaded).await;
+    for (t, name) in [
+        (ProviderType::Core, "cluster-api"),
+        (ProviderType::Bootstrap, "kubeadm"),
+        (ProviderType::ControlPlane, "kubeadm"),
+    ] {
+        if !list.iter().any(|a| a.provider_type == t) {
+            list.push(crate::providers::parse(t, name)?);
+        }
     }
-    let existing = cluster.providers().await?;
-    let has_core = existing
-        .iter()
-        .any(|p| p.provider_type == ProviderType::Core);
-    if !has_core && !list.iter().any(|a| a.provider_type == ProviderType::Core) {
-        // clusterctl's first-run default.
-        list.insert(
-            0,
-            crate::providers::parse(ProviderType::Core, "cluster-api")?,
-        );
+    // Stable: the order given within a type is kept.
+    list.sort_by_key(|a| ProviderType::ALL.iter().position(|t| *t == a.provider_type));
+    Ok(list)
+}
+
+/// The providers in the cluster; none when the operator's CRDs are not installed yet.
+async fn existing(cluster: &Cluster) -> anyhow::Result<Vec<AnyProvider>> {
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(cluster.client.clone());
+    let core = crate::cluster::provider_resource(ProviderType::Core);
+    if crds
+        .get_opt(&format!("{}.{}", core.plural, core.group))
+        .await?
+        .is_none()
+    {
+        return Ok(Vec::new());
     }
+    cluster.providers().await
+}
+
+/// The providers to create: those named (with clusterctl's first-run defaults) that are not
+/// installed already.
+async fn to_create(args: &Args, cluster: &Cluster) -> anyhow::Result<Vec<ProviderArg>> {
+    let existing = existing(cluster).await?;
+    let first_run = !args.no_default_providers
+        && !existing
+            .iter()
+            .any(|p| p.provider_type == ProviderType::Core);
     let mut todo = Vec::new();
-    for arg in list {
+    for arg in with_defaults(args.providers.parse()?, first_run)? {
         match existing
             .iter()
             .find(|p| p.provider_type == arg.provider_type && p.name() == arg.name)
@@ -409,10 +377,29 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
             None => todo.push(arg),
         }
     }
-    let planned = plan(&cluster, &todo, &args.sources, args.create.preloaded, &file).await?;
-    // After every release is fetched (a bad one fails before anything is installed), before
-    // the providers whose webhooks need its certificates.
+    Ok(todo)
+}
+
+/// Runs `init`.
+pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()> {
+    let overlay = args.create.overlay()?;
+    let file = args.variables.file()?;
+    let cluster = Cluster::connect(cluster_flags).await?;
     let preloaded = args.create.preloaded;
+    if args.cert_manager_only {
+        if !args.operator.skip_operator {
+            operator::ensure(&cluster, &args.operator).await?;
+        }
+        return certmanager::ensure(&cluster, &args.cert_manager, &args.sources, preloaded).await;
+    }
+    let todo = to_create(args, &cluster).await?;
+    let planned = plan(&cluster, &todo, &args.sources, preloaded, &file).await?;
+    // After every release is fetched (a bad one fails before anything is installed), before
+    // the provider objects it reconciles.
+    if !args.operator.skip_operator {
+        operator::ensure(&cluster, &args.operator).await?;
+    }
+    // Before the providers whose webhooks need its certificates.
     certmanager::ensure(&cluster, &args.cert_manager, &args.sources, preloaded).await?;
     for p in &planned {
         write(&cluster, p, &overlay, "created").await?;
@@ -438,4 +425,48 @@ pub async fn run(args: &Args, cluster_flags: &ClusterFlags) -> anyhow::Result<()
         .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[ProviderArg]) -> Vec<String> {
+        list.iter().map(ProviderArg::describe).collect()
+    }
+
+    #[test]
+    fn a_first_run_adds_clusterctls_defaults_for_the_types_not_named() -> anyhow::Result<()> {
+        let infra = crate::providers::parse(ProviderType::Infrastructure, "docker")?;
+        assert_eq!(
+            names(&with_defaults(vec![infra.clone()], true)?),
+            [
+                "CoreProvider cluster-api",
+                "BootstrapProvider kubeadm",
+                "ControlPlaneProvider kubeadm",
+                "InfrastructureProvider docker"
+            ]
+        );
+        let talos = crate::providers::parse(ProviderType::Bootstrap, "talos")?;
+        assert_eq!(
+            names(&with_defaults(vec![talos, infra.clone()], true)?),
+            [
+                "CoreProvider cluster-api",
+                "BootstrapProvider talos",
+                "ControlPlaneProvider kubeadm",
+                "InfrastructureProvider docker"
+            ]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_later_run_adds_nothing() -> anyhow::Result<()> {
+        let infra = crate::providers::parse(ProviderType::Infrastructure, "aws")?;
+        assert_eq!(
+            names(&with_defaults(vec![infra], false)?),
+            ["InfrastructureProvider aws"]
+        );
+        Ok(())
+    }
 }

@@ -1,8 +1,11 @@
 //! `kubectl-capi_providers`: a kubectl plugin (`kubectl capi-providers ...`) for the
 //! capi-provider-operator, built on the same components engine as the operator.
 //!
-//! - `init`: installs the operator's CRDs and policies and the providers named, with their
-//!   variables in a Secret; `--wait` follows them until Ready.
+//! - `init`: installs the operator (the release manifest of the plugin's version, built in),
+//!   cert-manager and the providers named, with their variables in a Secret; `--wait` follows
+//!   them until Ready.
+//! - `delete`: deletes providers (by name or `--all`), their deletionPolicy from clusterctl's
+//!   `--include-crd`/`--include-namespace`, and waits until they are gone.
 //! - `upgrade plan` / `upgrade apply [--contract vX]`: versions within and across contracts;
 //!   a contract change runs pause → upgrade → unpause.
 //! - `preload`: writes or applies the air-gapped ConfigMaps of releases; `--images` lists the
@@ -14,6 +17,7 @@
 //!   `diff`: what it would change on the live cluster (exit 1 on differences, as `kubectl diff`).
 //! - `move`: moves the management cluster to another one (providers, their inputs, then
 //!   `clusterctl move`, then the source's providers retired), refusing when the sides differ.
+//! - `publish`: pushes a release directory as an OCI artifact `fetchConfig.oci` reads.
 //! - `completion`: shell completion scripts; `krew-manifest`: the krew manifest of this build.
 
 // The project rule: no function over 80 lines (threshold in the workspace clippy.toml).
@@ -32,6 +36,7 @@ macro_rules! say {
 
 mod certmanager;
 mod cluster;
+mod delete;
 mod describe;
 mod desired;
 mod diff;
@@ -41,10 +46,12 @@ mod krew;
 mod migrate;
 mod mirror;
 mod moving;
+mod operator;
 mod output;
 mod preload;
 mod progress;
 mod providers;
+mod publish;
 mod release;
 mod upgrade;
 mod vars;
@@ -62,10 +69,15 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Install the operator's CRDs and the providers named (core, bootstrap, control-plane,
-    /// infrastructure, ipam, runtime-extension, addon), with their variables in a Secret.
+    /// Install the operator (unless it runs already), cert-manager and the providers named
+    /// (core, bootstrap, control-plane, infrastructure, ipam, runtime-extension, addon), with
+    /// their variables in a Secret.
     #[command(after_help = examples::INIT)]
     Init(Box<init::Args>),
+    /// Delete providers as `clusterctl delete` does: --include-crd/--include-namespace set
+    /// their deletionPolicy to Purge; waits until they are gone.
+    #[command(after_help = examples::DELETE)]
+    Delete(Box<delete::Args>),
     /// Plan or apply provider upgrades.
     #[command(subcommand, after_help = examples::UPGRADE)]
     Upgrade(upgrade::Command),
@@ -99,6 +111,10 @@ enum Command {
     /// two sides' versions or contracts differ.
     #[command(after_help = examples::MOVE)]
     Move(Box<moving::Args>),
+    /// Push a release directory (metadata.yaml, components, ...) as an OCI artifact that a
+    /// provider's fetchConfig.oci reads, tagged with its version.
+    #[command(after_help = examples::PUBLISH)]
+    Publish(Box<publish::Args>),
     /// Print a shell completion script for kubectl-capi_providers.
     #[command(after_help = examples::COMPLETION)]
     Completion {
@@ -176,6 +192,7 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Init(args) => init::run(&args, &cli.cluster).await,
+        Command::Delete(args) => delete::run(&args, &cli.cluster).await,
         Command::Upgrade(cmd) => upgrade::run(&cmd, &cli.cluster).await,
         Command::Preload(args) => preload::run(&args, &cli.cluster).await,
         Command::Migrate(args) => migrate::run(&args, &cli.cluster).await,
@@ -200,6 +217,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Move(args) => moving::run(&args, &cli.cluster).await,
+        Command::Publish(args) => publish::run(&args).await,
         Command::Completion { shell } => {
             print_completion(shell);
             Ok(())

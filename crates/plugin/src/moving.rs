@@ -50,8 +50,16 @@ const CLUSTER_API_GROUP: &str = "cluster.x-k8s.io";
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Kubeconfig of the target management cluster (the operator and its CRDs installed).
-    #[arg(long, value_name = "PATH")]
-    pub to_kubeconfig: PathBuf,
+    #[arg(long, value_name = "PATH", required_unless_present_any = ["to_directory", "from_directory"])]
+    pub to_kubeconfig: Option<PathBuf>,
+    /// Back up the Clusters and what they own to DIR instead (`clusterctl move
+    /// --to-directory`): the providers stay.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["to_kubeconfig", "from_directory", "dry_run"])]
+    pub to_directory: Option<PathBuf>,
+    /// Restore a backup from DIR into this cluster (`clusterctl move --from-directory`); its
+    /// providers must be installed and Ready.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["to_kubeconfig", "dry_run"])]
+    pub from_directory: Option<PathBuf>,
     /// Context of the target's kubeconfig (default: its current context).
     #[arg(long, value_name = "NAME")]
     pub to_context: Option<String>,
@@ -72,13 +80,65 @@ pub struct Args {
     pub dry_run: bool,
 }
 
+/// The arguments of the real `clusterctl move` for a backup (`--to-directory`) or a restore
+/// (`--from-directory`) of the cluster the plugin is pointed at; `None` for a move between
+/// clusters.
+pub fn directory_args(args: &Args, flags: &ClusterFlags) -> Option<Vec<std::ffi::OsString>> {
+    let (flag, dir) = match (&args.to_directory, &args.from_directory) {
+        (Some(d), _) => ("--to-directory", d),
+        (None, Some(d)) => ("--from-directory", d),
+        (None, None) => return None,
+    };
+    let mut out: Vec<std::ffi::OsString> = vec!["move".into(), flag.into(), dir.into()];
+    if let Some(ns) = &args.namespace {
+        out.extend(["-n".into(), ns.into()]);
+    }
+    if let Some(kc) = &flags.kubeconfig {
+        out.extend(["--kubeconfig".into(), kc.into()]);
+    }
+    if let Some(c) = &flags.context {
+        out.extend(["--kubeconfig-context".into(), c.into()]);
+    }
+    Some(out)
+}
+
+/// Runs `clusterctl move` with `argv`; its output goes to the user as it comes.
+fn run_clusterctl(path: &PathBuf, argv: &[std::ffi::OsString]) -> anyhow::Result<()> {
+    let status = Command::new(path)
+        .args(argv)
+        .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true")
+        .status()
+        .with_context(|| {
+            format!(
+                "running {} (give it with --clusterctl or $CLUSTERCTL)",
+                path.display()
+            )
+        })?;
+    if !status.success() {
+        bail!("clusterctl move failed ({status})");
+    }
+    Ok(())
+}
+
 /// Runs `move`.
 pub async fn run(args: &Args, flags: &ClusterFlags) -> anyhow::Result<()> {
+    if let Some(argv) = directory_args(args, flags) {
+        run_clusterctl(&clusterctl_path(args), &argv)?;
+        match (&args.to_directory, &args.from_directory) {
+            (Some(d), _) => say!("backed up to {}", d.display()),
+            (_, Some(d)) => say!("restored from {}", d.display()),
+            _ => {}
+        }
+        return Ok(());
+    }
+    let Some(to_kubeconfig) = args.to_kubeconfig.clone() else {
+        bail!("give --to-kubeconfig, --to-directory or --from-directory");
+    };
     let source = Cluster::connect(flags)
         .await
         .context("the source cluster")?;
     let target = Cluster::connect(&ClusterFlags {
-        kubeconfig: Some(args.to_kubeconfig.clone()),
+        kubeconfig: Some(to_kubeconfig),
         context: args.to_context.clone(),
     })
     .await
@@ -732,7 +792,7 @@ fn clusterctl_move(
 ) -> anyhow::Result<()> {
     let mut cmd = Command::new(path);
     cmd.args(["move", "-n", ns, "--to-kubeconfig"])
-        .arg(&args.to_kubeconfig)
+        .args(args.to_kubeconfig.iter())
         .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true");
     if let Some(c) = &args.to_context {
         cmd.args(["--to-kubeconfig-context", c]);

@@ -25,7 +25,8 @@ pub struct Args {
     #[command(flatten)]
     variables: VariableFlags,
     /// Write the ConfigMaps (and their Namespaces) as YAML to FILE ("-" for standard output).
-    #[arg(long, short = 'o', value_name = "FILE")]
+    /// Not `-o`, which is an output format in every command.
+    #[arg(long = "output-file", value_name = "FILE")]
     output: Option<PathBuf>,
     /// Apply the ConfigMaps to the cluster (server-side), creating namespaces as needed.
     #[arg(long)]

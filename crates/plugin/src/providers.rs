@@ -8,7 +8,7 @@
 //! local-repository layout.
 
 use anyhow::{Context, bail};
-use capi_operator_api::ProviderType;
+use capi_operator_api::{AnyProvider, ProviderType};
 
 /// One provider named on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +84,39 @@ pub fn parse(t: ProviderType, text: &str) -> anyhow::Result<ProviderArg> {
     })
 }
 
+/// The installed providers `named` designates, one each: a name matching nothing, or one
+/// installed in several namespaces without a namespace given, is refused.
+pub fn installed(
+    existing: &[AnyProvider],
+    named: &[ProviderArg],
+) -> anyhow::Result<Vec<AnyProvider>> {
+    let mut out = Vec::new();
+    for arg in named {
+        let found: Vec<&AnyProvider> = existing
+            .iter()
+            .filter(|p| p.provider_type == arg.provider_type && p.name() == arg.name)
+            .filter(|p| {
+                arg.namespace
+                    .as_deref()
+                    .is_none_or(|ns| p.namespace() == ns)
+            })
+            .collect();
+        match found.as_slice() {
+            [] => bail!("{} is not installed", arg.describe()),
+            [p] => out.push((*p).clone()),
+            many => bail!(
+                "{} is installed in several namespaces ({}): name one as NAME:NAMESPACE",
+                arg.describe(),
+                many.iter()
+                    .map(|p| p.namespace())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+    Ok(out)
+}
+
 /// The provider flags shared by the commands that take providers.
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct ProviderFlags {
@@ -91,13 +124,13 @@ pub struct ProviderFlags {
     #[arg(long, value_delimiter = ',', value_name = "PROVIDER")]
     pub core: Vec<String>,
     /// Bootstrap providers: name[:namespace][:version][@source].
-    #[arg(long, value_delimiter = ',', value_name = "PROVIDER")]
+    #[arg(long, short = 'b', value_delimiter = ',', value_name = "PROVIDER")]
     pub bootstrap: Vec<String>,
     /// Control-plane providers: name[:namespace][:version][@source].
-    #[arg(long, value_delimiter = ',', value_name = "PROVIDER")]
+    #[arg(long, short = 'c', value_delimiter = ',', value_name = "PROVIDER")]
     pub control_plane: Vec<String>,
     /// Infrastructure providers: name[:namespace][:version][@source].
-    #[arg(long, value_delimiter = ',', value_name = "PROVIDER")]
+    #[arg(long, short = 'i', value_delimiter = ',', value_name = "PROVIDER")]
     pub infrastructure: Vec<String>,
     /// IPAM providers: name[:namespace][:version][@source].
     #[arg(long, value_delimiter = ',', value_name = "PROVIDER")]

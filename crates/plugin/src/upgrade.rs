@@ -23,6 +23,7 @@ use crate::{
     cluster::{Cluster, ClusterFlags, describe},
     output::{self, OutputFlags},
     progress::{self, Target, Want},
+    providers::{ProviderArg, ProviderFlags},
     release::{self, SourceFlags},
 };
 
@@ -37,10 +38,12 @@ pub enum Command {
     #[command(after_help = crate::examples::UPGRADE_PLAN)]
     Plan(PlanArgs),
     /// Move every provider to the newest release of a contract (the core provider's current
-    /// one by default); a contract change pauses, upgrades and unpauses. With --repository
-    /// DIR, the target releases of providers reading ConfigMaps are preloaded from DIR first.
+    /// one by default); a contract change pauses, upgrades and unpauses. With provider flags
+    /// (--core NAME:VERSION, -i NAME:VERSION, ...), only those, each to its version within its
+    /// contract. With --repository DIR, the target releases of providers reading ConfigMaps
+    /// are preloaded from DIR first.
     #[command(after_help = crate::examples::UPGRADE_APPLY)]
-    Apply(ApplyArgs),
+    Apply(Box<ApplyArgs>),
 }
 
 /// Flags of `upgrade plan`.
@@ -60,6 +63,10 @@ pub struct ApplyArgs {
     /// The contract to move to (e.g. v1beta2); the core provider's current contract by default.
     #[arg(long, value_name = "CONTRACT")]
     contract: Option<String>,
+    // Only these providers, each to the version given (NAME[:NAMESPACE]:VERSION), as
+    // clusterctl's `upgrade apply --core ... --infrastructure ...`.
+    #[command(flatten)]
+    providers: ProviderFlags,
     /// Show what would change, change nothing.
     #[arg(long)]
     dry_run: bool,
@@ -147,12 +154,13 @@ pub async fn plan_all(cluster: &Cluster, flags: &SourceFlags) -> anyhow::Result<
     Ok(plans)
 }
 
-async fn plan_one(
+/// The release tags of `p`'s source and the metadata of the newest (which, as in clusterctl,
+/// gives every version's contract).
+async fn releases_of(
     cluster: &Cluster,
     p: &AnyProvider,
-    current: &str,
     flags: &SourceFlags,
-) -> anyhow::Result<ProviderPlan> {
+) -> anyhow::Result<(Vec<String>, Metadata)> {
     // The provider's own credentials; a Secret that cannot be read leaves none, and a source
     // that needs them then says so in its refusal.
     let vars = crate::desired::variables(cluster, p)
@@ -173,6 +181,16 @@ async fn plan_one(
         .with_context(|| format!("metadata.yaml of {newest}"))?;
     let meta = Metadata::parse(&String::from_utf8_lossy(&meta))
         .with_context(|| format!("metadata.yaml of {newest}"))?;
+    Ok((tags, meta))
+}
+
+async fn plan_one(
+    cluster: &Cluster,
+    p: &AnyProvider,
+    current: &str,
+    flags: &SourceFlags,
+) -> anyhow::Result<ProviderPlan> {
+    let (tags, meta) = releases_of(cluster, p, flags).await?;
     let contract = p.status.as_ref().and_then(|s| s.contract.as_deref());
     Ok(upgrade::plan(current, contract, &tags, &meta)?)
 }
@@ -485,7 +503,117 @@ fn paused_by_us(p: &AnyProvider) -> bool {
         .is_some_and(|a| a.contains_key(PAUSED_BY_ANNOTATION))
 }
 
+/// The moves of `upgrade apply --core NAME:VERSION ...`: each provider named must be installed,
+/// its version a release of its source, newer than the installed one and of the same contract
+/// (a contract change moves every provider together: `--contract`).
+async fn chosen_moves(
+    cluster: &Cluster,
+    named: &[ProviderArg],
+    flags: &SourceFlags,
+) -> anyhow::Result<Vec<Move>> {
+    let existing = cluster.providers().await?;
+    let mut out = Vec::new();
+    for (arg, p) in named
+        .iter()
+        .zip(crate::providers::installed(&existing, named)?)
+    {
+        let Some(to) = arg.version.clone() else {
+            bail!(
+                "{}: give the version to upgrade to (NAME:VERSION)",
+                arg.describe()
+            );
+        };
+        let current = current_version(&p).unwrap_or_default();
+        let (tags, meta) = releases_of(cluster, &p, flags).await?;
+        if !tags.contains(&to) {
+            bail!("{}: no release {to} in its source", describe(&p));
+        }
+        let newer = match (
+            capi_components::version::parse(&to),
+            capi_components::version::parse(&current),
+        ) {
+            (Some(t), Some(c)) => t > c,
+            _ => true,
+        };
+        if !newer {
+            bail!("{}: {to} is not newer than {current}", describe(&p));
+        }
+        let target = meta.contract_for(&to)?.to_string();
+        let installed = p.status.as_ref().and_then(|s| s.contract.clone());
+        if installed.as_deref().is_some_and(|c| c != target) {
+            bail!(
+                "{}: {to} follows contract {target}, not {}: a contract change moves every provider together (upgrade apply --contract {target})",
+                describe(&p),
+                installed.unwrap_or_default()
+            );
+        }
+        out.push(Move {
+            provider: p,
+            to,
+            contract_changes: false,
+        });
+    }
+    Ok(out)
+}
+
+/// Sets the versions, core first, and with `--wait` waits until the providers are Ready.
+async fn apply_within_contract(
+    args: &ApplyArgs,
+    cluster: &Cluster,
+    moves: &[Move],
+) -> anyhow::Result<()> {
+    let (core, others): (Vec<&Move>, Vec<&Move>) = moves
+        .iter()
+        .partition(|m| m.provider.provider_type == ProviderType::Core);
+    for m in core.iter().chain(others.iter()) {
+        set_version(cluster, m).await?;
+    }
+    if args.wait {
+        let targets: Vec<Target> = moves
+            .iter()
+            .map(|m| Target::of(&m.provider, Some(&m.to), Want::Ready))
+            .collect();
+        progress::wait(
+            cluster,
+            &targets,
+            args.timeout,
+            "the upgraded providers to be Ready",
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// `upgrade apply` of the providers named, each to its version.
+async fn apply_chosen(
+    args: &ApplyArgs,
+    cluster: &Cluster,
+    named: &[ProviderArg],
+) -> anyhow::Result<()> {
+    if args.contract.is_some() {
+        bail!("--contract moves every provider: name no provider with it");
+    }
+    let moves = chosen_moves(cluster, named, &args.sources).await?;
+    for m in &moves {
+        say!(
+            "{}: {} -> {}",
+            describe(&m.provider),
+            current_version(&m.provider).unwrap_or_default(),
+            m.to
+        );
+    }
+    if args.dry_run {
+        return Ok(());
+    }
+    preload_targets(cluster, &moves, &args.sources).await?;
+    apply_within_contract(args, cluster, &moves).await
+}
+
 async fn apply_cmd(args: &ApplyArgs, cluster: &Cluster) -> anyhow::Result<()> {
+    let named = args.providers.parse()?;
+    if !named.is_empty() {
+        return apply_chosen(args, cluster, &named).await;
+    }
     let planned = plan_all(cluster, &args.sources).await?.all_or_error()?;
     let contract = match (&args.contract, core_contract(&planned)) {
         (Some(c), _) => c.clone(),
@@ -513,28 +641,12 @@ async fn apply_cmd(args: &ApplyArgs, cluster: &Cluster) -> anyhow::Result<()> {
         return Ok(());
     }
     preload_targets(cluster, &moves, &args.sources).await?;
+    if !changes && resuming.is_empty() {
+        return apply_within_contract(args, cluster, &moves).await;
+    }
     let (core, others): (Vec<&Move>, Vec<&Move>) = moves
         .iter()
         .partition(|m| m.provider.provider_type == ProviderType::Core);
-    if !changes && resuming.is_empty() {
-        for m in core.iter().chain(others.iter()) {
-            set_version(cluster, m).await?;
-        }
-        if args.wait {
-            let targets: Vec<Target> = moves
-                .iter()
-                .map(|m| Target::of(&m.provider, Some(&m.to), Want::Ready))
-                .collect();
-            progress::wait(
-                cluster,
-                &targets,
-                args.timeout,
-                "the upgraded providers to be Ready",
-            )
-            .await?;
-        }
-        return Ok(());
-    }
     // The contract changes: pause → upgrade → unpause.
     let all: Vec<&AnyProvider> = planned.iter().map(|p| &p.provider).collect();
     eprintln!("contract change to {contract}: pausing every provider");

@@ -175,3 +175,85 @@ fn the_krew_manifest_describes_this_build() -> TestResult {
     assert_eq!(p[1]["bin"], format!("{built}.exe"));
     Ok(())
 }
+
+/// `move --to-directory` / `--from-directory` run clusterctl's backup and restore of the
+/// cluster the plugin is pointed at (here a stand-in clusterctl recording its arguments), and
+/// a failing clusterctl fails the command; the directory flags exclude `--to-kubeconfig`.
+#[test]
+fn move_backs_up_and_restores_through_clusterctl() -> TestResult {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("capi-plugin-move-dir")?;
+    let record = dir.0.join("args");
+    let fake = dir.0.join("clusterctl");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\n[ -z \"$FAIL\" ]\n",
+            record.display()
+        ),
+    )?;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755))?;
+    let fake = fake.to_string_lossy().into_owned();
+    let backup = dir.0.join("backup").to_string_lossy().into_owned();
+    let to = plugin_ok(
+        None,
+        &[
+            "--kubeconfig",
+            "source.kubeconfig",
+            "--context",
+            "src",
+            "move",
+            "--to-directory",
+            &backup,
+            "-n",
+            "team-a",
+            "--clusterctl",
+            &fake,
+        ],
+    )?;
+    assert!(to.stdout.contains("backed up to"), "{}", to.all());
+    let from = plugin_ok(
+        None,
+        &["move", "--from-directory", &backup, "--clusterctl", &fake],
+    )?;
+    assert!(from.stdout.contains("restored from"), "{}", from.all());
+    assert_eq!(
+        std::fs::read_to_string(&record)?,
+        format!(
+            "move --to-directory {backup} -n team-a --kubeconfig source.kubeconfig --kubeconfig-context src\nmove --from-directory {backup}\n"
+        )
+    );
+    let failed = plugin_env(
+        None,
+        &["move", "--from-directory", &backup, "--clusterctl", &fake],
+        &[("FAIL", "1")],
+    )?;
+    assert!(
+        !failed.ok && failed.stderr.contains("clusterctl move failed"),
+        "{}",
+        failed.all()
+    );
+    let both = plugin_env(
+        None,
+        &[
+            "move",
+            "--to-directory",
+            &backup,
+            "--to-kubeconfig",
+            "t.kubeconfig",
+        ],
+        &[],
+    )?;
+    assert!(
+        !both.ok && both.stderr.contains("cannot be used with"),
+        "{}",
+        both.all()
+    );
+    let neither = plugin_env(None, &["move"], &[])?;
+    assert!(
+        !neither.ok && neither.stderr.contains("--to-kubeconfig"),
+        "{}",
+        neither.all()
+    );
+    Ok(())
+}

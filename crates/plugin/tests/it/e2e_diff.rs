@@ -56,10 +56,6 @@ async fn diff_against_the_operators_install() -> TestResult {
     let files = TempDir::new("capi-plugin-diff")?;
     let vars = files.0.join("vars.env");
     std::fs::write(&vars, "SAMPLE_TOKEN=first-token-value\n")?;
-    let operator_manifests = capi_test_support::workspace_root()
-        .join("manifests/operator")
-        .to_string_lossy()
-        .into_owned();
     plugin_ok(
         Some(cluster),
         &[
@@ -71,8 +67,7 @@ async fn diff_against_the_operators_install() -> TestResult {
             "cluster-api:v0.1.0",
             "--variables",
             &vars.to_string_lossy(),
-            "--operator-manifests",
-            &operator_manifests,
+            "--no-default-providers",
         ],
     )?;
     let extra = files.0.join("extra.yaml");

@@ -101,6 +101,7 @@ async fn init_preload_and_upgrade_across_a_contract() -> TestResult {
             "cluster-api:v0.1.0",
             "--addon",
             "needy",
+            "--no-default-providers",
         ],
         &[],
     )?;
@@ -113,14 +114,16 @@ async fn init_preload_and_upgrade_across_a_contract() -> TestResult {
         refused.all()
     );
     assert!(provider(cluster, "CoreProvider", "sample-core-system", "cluster-api").is_none());
+    // Refused before anything is installed, the operator included.
+    assert!(
+        !cluster
+            .kubectl(&["get", "namespace", "capi-operator-system"])?
+            .0,
+        "the operator was installed before the refusal"
+    );
 
-    // The operator's own manifests (its Deployment, RBAC...), as a release ships them.
-    let operator_manifests = capi_test_support::workspace_root()
-        .join("manifests/operator")
-        .to_string_lossy()
-        .into_owned();
-
-    // init before the operator runs: CRDs, policy, namespaces, ConfigMaps, Secret, objects.
+    // init from nothing: the operator's release manifest built into the plugin (CRDs, policy,
+    // its Deployment, available on kwok), namespaces, ConfigMaps, Secret, objects.
     let init = plugin_ok_env(
         Some(cluster),
         &[
@@ -134,8 +137,7 @@ async fn init_preload_and_upgrade_across_a_contract() -> TestResult {
             "sample:v0.1.0",
             "--variables",
             &vars,
-            "--operator-manifests",
-            &operator_manifests,
+            "--no-default-providers",
         ],
         &[
             ("EXP_SAMPLE_FEATURE", "true"),
@@ -157,13 +159,28 @@ async fn init_preload_and_upgrade_across_a_contract() -> TestResult {
         "validatingadmissionpolicy",
         "capi-provider-managed-by-one-way",
     ])?;
-    cluster.kubectl_ok(&[
-        "get",
-        "deployment",
-        "-n",
-        "capi-operator-system",
-        "capi-provider-operator",
-    ])?;
+    let operator = get_json(
+        cluster,
+        &[
+            "deployment",
+            "-n",
+            "capi-operator-system",
+            "capi-provider-operator",
+        ],
+    )?;
+    assert_eq!(
+        operator["spec"]["template"]["spec"]["containers"][0]["image"],
+        concat!(
+            "ghcr.io/capi-provider-operator/capi-provider-operator:v",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    assert!(
+        init.stderr
+            .contains("operator Deployment capi-operator-system/capi-provider-operator: available"),
+        "{}",
+        init.all()
+    );
     let secret = get_json(
         cluster,
         &[
@@ -292,6 +309,13 @@ async fn init_preload_and_upgrade_across_a_contract() -> TestResult {
     )?;
     assert!(
         again.stdout.contains("is already installed"),
+        "{}",
+        again.all()
+    );
+    assert!(
+        again.stderr.contains(
+            "operator already installed (Deployment capi-operator-system/capi-provider-operator)"
+        ),
         "{}",
         again.all()
     );

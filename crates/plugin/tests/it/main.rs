@@ -5,6 +5,7 @@ mod cli;
 mod credentials;
 mod e2e_cert_manager;
 mod e2e_diff;
+mod e2e_lifecycle;
 mod e2e_migrate;
 mod e2e_sample;
 mod offline;

@@ -1,6 +1,6 @@
-//! The commands that need no cluster: `describe`, `verify` and `preload -o FILE`, from a local
-//! repository, from a local GitHub-compatible server, and from the real Cluster API releases
-//! build-providers.sh assembles.
+//! The commands that need no cluster: `describe`, `verify`, `publish` and `preload
+//! --output-file FILE`, from a local repository, from a local GitHub-compatible server, and
+//! from the real Cluster API releases build-providers.sh assembles.
 
 use crate::support;
 
@@ -385,7 +385,7 @@ async fn preload_writes_configmaps_that_read_back() -> TestResult {
             "cluster-api:v0.1.0,cluster-api:v0.2.0",
             "--infrastructure",
             "sample:my-infra:v0.2.0",
-            "-o",
+            "--output-file",
             &file.to_string_lossy(),
             "--images",
         ],
@@ -584,7 +584,7 @@ async fn preload_from_an_oci_registry() -> TestResult {
                 "--bootstrap",
                 &source,
                 "--images",
-                "-o",
+                "--output-file",
                 "/dev/null",
             ],
         )
@@ -756,7 +756,7 @@ async fn preload_images_lists_and_copies_into_a_mirror() -> TestResult {
         "cluster-api:v0.1.0",
         "--infrastructure",
         "sample:v0.1.0",
-        "-o",
+        "--output-file",
         "/dev/null",
         "--image-mirror-config",
         &config.to_string_lossy(),
@@ -808,5 +808,144 @@ async fn preload_images_lists_and_copies_into_a_mirror() -> TestResult {
             copied.all()
         );
     }
+    Ok(())
+}
+
+/// The operator manifest `init` installs (built into the plugin from manifests/) is what
+/// `kubectl kustomize manifests/` renders, object for object: the two cannot drift apart.
+#[test]
+fn the_built_in_operator_manifest_is_the_kustomization() -> TestResult {
+    let kubectl = std::env::var_os("CAPI_KUBECTL").unwrap_or_else(|| "kubectl".into());
+    let manifests = capi_test_support::workspace_root().join("manifests");
+    let out = std::process::Command::new(&kubectl)
+        .arg("kustomize")
+        .arg(&manifests)
+        .output()
+        .map_err(|e| {
+            format!("running {kubectl:?} kustomize (set CAPI_KUBECTL=$(e2e/scripts/build.sh)/kubectl): {e}")
+        })?;
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let objects = |text: &str| -> Result<BTreeMap<String, Value>, Box<dyn std::error::Error>> {
+        let docs = capi_yaml::parse_documents(text, &capi_yaml::Limits::default())?;
+        Ok(docs
+            .into_iter()
+            .filter(|d| d.is_object())
+            .map(|d| {
+                let key = format!(
+                    "{} {}/{}",
+                    d["kind"].as_str().unwrap_or_default(),
+                    d["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    d["metadata"]["name"].as_str().unwrap_or_default()
+                );
+                (key, same_numbers(d))
+            })
+            .collect())
+    };
+    let rendered = objects(&String::from_utf8(out.stdout)?)?;
+    let built_in = objects(include_str!(concat!(env!("OUT_DIR"), "/operator.yaml")))?;
+    assert_eq!(
+        built_in.keys().collect::<Vec<_>>(),
+        rendered.keys().collect::<Vec<_>>()
+    );
+    for (key, want) in &rendered {
+        assert_eq!(built_in.get(key), Some(want), "{key} differs");
+    }
+    assert!(
+        rendered.len() > 20,
+        "{} objects rendered: {:?}",
+        rendered.len(),
+        rendered.keys()
+    );
+    Ok(())
+}
+
+/// `v` with whole floats as integers: the generated CRDs write `minimum: 1.0` where kustomize
+/// prints `1`, the same number.
+fn same_numbers(v: Value) -> Value {
+    match v {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 1e15 => Value::from(f as i64),
+            _ => Value::Number(n),
+        },
+        Value::Array(a) => Value::Array(a.into_iter().map(same_numbers).collect()),
+        Value::Object(m) => {
+            Value::Object(m.into_iter().map(|(k, v)| (k, same_numbers(v))).collect())
+        }
+        other => other,
+    }
+}
+
+/// `publish` pushes release directories in the layout `fetchConfig.oci` reads: the OCI source
+/// the operator and `preload` use finds both versions (the tag from the directory's name, or
+/// given) and reads the release back; a directory without metadata.yaml is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_pushes_a_release_that_fetch_config_oci_reads() -> TestResult {
+    let reg = capi_test_support::registry::PlainRegistry::start().await?;
+    let repo = format!("oci+http://{}/capi/bootstrap-sample", reg.host);
+    let v1 = samples().join("sample-bootstrap").join("v0.1.0");
+    let v2 = samples().join("sample-bootstrap").join("v0.2.0");
+    let empty = TempDir::new("capi-plugin-publish")?;
+    let (repo2, v1s, v2s, empty_s) = (repo.clone(), v1, v2, empty.s());
+    let (first, second, refused) = tokio::task::spawn_blocking(move || {
+        let first = plugin_env(
+            None,
+            &["publish", &v1s.to_string_lossy(), "--to", &repo2],
+            &[],
+        );
+        let tagged = format!("{repo2}:v0.2.0");
+        let second = plugin_env(
+            None,
+            &["publish", &v2s.to_string_lossy(), "--to", &tagged],
+            &[],
+        );
+        let refused = plugin_env(None, &["publish", &empty_s, "--to", &tagged], &[]);
+        (first, second, refused)
+    })
+    .await?;
+    let (first, second, refused) = (first?, second?, refused?);
+    assert!(
+        first.ok && first.stdout.contains(":v0.1.0 sha256:"),
+        "{}",
+        first.all()
+    );
+    assert!(second.ok, "{}", second.all());
+    assert!(
+        !refused.ok && refused.stderr.contains("has no metadata.yaml"),
+        "{}",
+        refused.all()
+    );
+    let source = format!("sample@{repo}");
+    let out = TempDir::new("capi-plugin-publish-out")?;
+    let file = out.0.join("releases.yaml");
+    let file_s = file.to_string_lossy().into_owned();
+    let r = tokio::task::spawn_blocking(move || {
+        plugin_env(
+            None,
+            &["preload", "--bootstrap", &source, "--output-file", &file_s],
+            &[],
+        )
+    })
+    .await??;
+    assert!(
+        r.ok && r
+            .stderr
+            .contains("BootstrapProvider sample v0.2.0 from OCI repository"),
+        "the newest tag is the release:\n{}",
+        r.all()
+    );
+    let written = std::fs::read_to_string(&file)?;
+    // The release read back: the ConfigMap of v0.2.0 holds its components.
+    assert!(
+        written.contains("release-bootstrap-sample-v0.2.0"),
+        "{written}"
+    );
+    assert!(
+        written.contains("sample-bootstrap-controller-manager"),
+        "{written}"
+    );
     Ok(())
 }

@@ -124,7 +124,7 @@ fn preload_stores_the_release_byte_for_byte() -> TestResult {
             &repo,
             "--infrastructure",
             "vendor:v1.0.0",
-            "-o",
+            "--output-file",
             &file.to_string_lossy(),
             "--images",
         ],
@@ -165,6 +165,7 @@ async fn init_substitutes_the_release_for_real() -> TestResult {
         "cluster-api:v0.2.0",
         "--infrastructure",
         "vendor:v1.0.0",
+        "--no-default-providers",
     ];
     let refused = plugin_env(Some(cluster), &args, &[])?;
     assert!(!refused.ok, "{}", refused.all());

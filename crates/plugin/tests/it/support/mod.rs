@@ -235,16 +235,20 @@ pub fn sample_repository() -> std::io::Result<TempDir> {
         ("infrastructure-sample", "sample-infrastructure"),
     ] {
         for v in ["v0.1.0", "v0.2.0"] {
-            let from = samples().join(sample).join(v);
-            let to = dir.0.join(label).join(v);
-            std::fs::create_dir_all(&to)?;
-            for e in std::fs::read_dir(&from)? {
-                let e = e?;
-                std::fs::copy(e.path(), to.join(e.file_name()))?;
-            }
+            copy_files(&samples().join(sample).join(v), &dir.0.join(label).join(v))?;
         }
     }
     Ok(dir)
+}
+
+/// Copies the files of `from` (not its subdirectories' content) into `to`, created if needed.
+pub fn copy_files(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        std::fs::copy(e.path(), to.join(e.file_name()))?;
+    }
+    Ok(())
 }
 
 /// The provider object `kind` `namespace/name` as JSON.
