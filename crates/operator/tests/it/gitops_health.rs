@@ -483,3 +483,114 @@ fn flux_example_checks_every_declared_provider() -> TestResult {
     );
     Ok(())
 }
+
+/// The GitOps example syncs in the waves the chart sets with `argocd.syncWaves: true` (CRDs
+/// first, then the operator, then the providers and their namespaces), and its providers carry
+/// `deletionPolicy: Orphan`, which its README recommends against unmeant prunes: a wave changed
+/// on one side only, or a provider added without the policy, fails here.
+#[tokio::test]
+async fn gitops_example_waves_match_the_chart_and_providers_orphan() -> TestResult {
+    let helm = helm_bin("gitops_example_waves_match_the_chart_and_providers_orphan")?;
+    let cluster = private_cluster()?;
+    let root = workspace_root();
+    let values = tempfile(
+        "argocd:\n  syncWaves: true\nproviders:\n- kind: CoreProvider\n  name: cluster-api\n  namespace: capi-system\n  createNamespace: true\n  spec:\n    version: v1.12.0\n",
+    )?;
+    let chart = root.join("manifests/helm/capi-provider-operator");
+    let rendered = helm_run(
+        &helm,
+        &[
+            "template",
+            "capi-operator",
+            &chart.to_string_lossy(),
+            "--namespace",
+            "capi-operator-system",
+            "--include-crds",
+            "-f",
+            &values,
+        ],
+    )?;
+    let chart_docs = capi_yaml::parse_documents(&rendered, &capi_yaml::Limits::default())?;
+    let example =
+        cluster.kubectl_ok(&["kustomize", &root.join("examples/gitops").to_string_lossy()])?;
+    let example_docs = capi_yaml::parse_documents(&example, &capi_yaml::Limits::default())?;
+    let annotation = |d: &Value, key: &str| {
+        d.pointer("/metadata/annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let kind = |d: &Value| {
+        d.get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let is_provider = |d: &Value| {
+        d.get("apiVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|a| a.starts_with("management.cluster.x-k8s.io/"))
+    };
+    let find = |pred: &dyn Fn(&Value) -> bool, what: &str| -> Result<Value, String> {
+        chart_docs
+            .iter()
+            .find(|d| pred(d))
+            .cloned()
+            .ok_or_else(|| format!("the chart rendered no {what}"))
+    };
+    let chart_crd = find(&|d| kind(d) == "CustomResourceDefinition", "CRD")?;
+    let chart_operator = find(&|d| kind(d) == "Deployment", "Deployment")?;
+    let chart_provider = find(&is_provider, "provider object")?;
+    let chart_namespace = find(
+        &|d| kind(d) == "Namespace" && d.pointer("/metadata/name") == Some(&"capi-system".into()),
+        "provider namespace",
+    )?;
+    let wave = "argocd.argoproj.io/sync-wave";
+    let options = "argocd.argoproj.io/sync-options";
+    assert!(
+        annotation(&chart_operator, wave).is_some(),
+        "the chart with argocd.syncWaves sets no wave on its Deployment"
+    );
+    let provider_namespaces: std::collections::BTreeSet<String> = example_docs
+        .iter()
+        .filter(|d| is_provider(d))
+        .filter_map(|d| d.pointer("/metadata/namespace").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect();
+    let mut providers = 0;
+    for d in &example_docs {
+        let name = d
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let like = if kind(d) == "CustomResourceDefinition" {
+            &chart_crd
+        } else if is_provider(d) {
+            providers += 1;
+            assert_eq!(
+                d.pointer("/spec/deletionPolicy").and_then(Value::as_str),
+                Some("Orphan"),
+                "{} {name}: the GitOps example's providers carry deletionPolicy: Orphan",
+                kind(d)
+            );
+            &chart_provider
+        } else if kind(d) == "Namespace" && provider_namespaces.contains(name) {
+            &chart_namespace
+        } else {
+            &chart_operator
+        };
+        for key in [wave, options] {
+            assert_eq!(
+                annotation(d, key),
+                annotation(like, key),
+                "{} {name}: {key} differs from the chart's for the same kind of object",
+                kind(d)
+            );
+        }
+    }
+    assert!(
+        providers >= 3,
+        "only {providers} providers in examples/gitops"
+    );
+    Ok(())
+}
