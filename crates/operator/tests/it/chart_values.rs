@@ -113,3 +113,95 @@ fn more_than_one_replica_needs_leader_election() -> TestResult {
     }
     Ok(())
 }
+
+/// The image mirror example (`examples/image-mirror`, the ConfigMap the user guide shows) is the
+/// one both installs read: the kustomize overlay's operator watches it in its own namespace
+/// under its release label, and the chart's release `capi-provider-operator` does the same with
+/// `imageMirror.configMap` set to its name. A renamed ConfigMap, namespace or release fails here.
+#[test]
+fn the_image_mirror_example_is_read_by_both_installs() -> TestResult {
+    let test = "the_image_mirror_example_is_read_by_both_installs";
+    let kubectl = std::env::var_os("CAPI_KUBECTL")
+        .filter(|k| !k.is_empty())
+        .ok_or(format!(
+            "{test}: CAPI_KUBECTL is not set: run through make integration or set \
+             CAPI_KUBECTL=$(e2e/scripts/build.sh)/kubectl"
+        ))?;
+    let dir = workspace_root().join("examples/image-mirror");
+    let out = std::process::Command::new(kubectl)
+        .arg("kustomize")
+        .arg(&dir)
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let built = String::from_utf8(out.stdout)?;
+    let docs = capi_yaml::parse_documents(&built, &capi_yaml::Limits::default())?;
+    let of = |kind: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind)
+            .ok_or(format!("no {kind}"))
+    };
+    let cm = of("ConfigMap")?;
+    let deployment = of("Deployment")?;
+    let name = cm["metadata"]["name"]
+        .as_str()
+        .ok_or("ConfigMap without name")?;
+    let release = cm["metadata"]["labels"]["app.kubernetes.io/instance"]
+        .as_str()
+        .ok_or("ConfigMap without the release label")?;
+    assert_eq!(
+        cm["metadata"]["labels"]["app.kubernetes.io/name"], "capi-provider-operator",
+        "{cm:#}"
+    );
+    let namespace = &deployment["metadata"]["namespace"];
+    assert_eq!(
+        &cm["metadata"]["namespace"], namespace,
+        "not the operator's namespace"
+    );
+    let want = [
+        format!("--image-mirror-config={name}"),
+        format!("--image-mirror-config-owner={release}"),
+    ];
+    let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .ok_or("no args")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for w in &want {
+        assert!(
+            args.contains(&w.as_str()),
+            "kustomize: {w} missing: {args:?}"
+        );
+    }
+
+    let helm = helm_bin(test)?;
+    let chart = workspace_root().join("manifests/helm/capi-provider-operator");
+    let namespace = namespace.as_str().ok_or("Deployment without namespace")?;
+    let rendered = helm_run(
+        &helm,
+        &[
+            "template",
+            release,
+            &chart.to_string_lossy(),
+            "-n",
+            namespace,
+            "--set",
+            &format!("imageMirror.configMap={name}"),
+        ],
+    )?;
+    let d = object(&rendered, "Deployment", release)?.ok_or("the chart rendered no Deployment")?;
+    let args: Vec<&str> = d["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .ok_or("no args")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for w in &want {
+        assert!(args.contains(&w.as_str()), "chart: {w} missing: {args:?}");
+    }
+    Ok(())
+}
