@@ -152,6 +152,20 @@ dist: ## Release artifacts in DIST_DIR (default dist/): the plugin for linux (am
 dist-check: ## Package this machine's debug build as make dist packages a release, and check every artifact.
 	@python3 $(SCRIPTS)/dist-check.py
 
+.PHONY: release
+release: ## make dist, plus the operator image (OCI layout, amd64 and arm64), capi-provider-operator.yaml with the image pinned by digest, all signed with cosign (VERSION=vX.Y.Z, the tree's version; COSIGN_KEY, COSIGN_PASSWORD, COSIGN_PUB); then make release-check.
+	@[[ -n "$${COSIGN_PUB:-}" ]] || { echo "make release: COSIGN_PUB (the public key of COSIGN_KEY) is needed to check the release" >&2; exit 2; }
+	@VERSION=$(VERSION) $(SCRIPTS)/release.sh
+	@python3 $(SCRIPTS)/release-check.py --dir $${DIST_DIR:-dist} --key $$COSIGN_PUB
+
+.PHONY: release-check
+release-check: ## Verify the release in DIST_DIR (default dist/) against COSIGN_PUB: every signature and digest, the image pinned, the artifacts as make dist-check checks them, the image and chart pushed to a local registry (e2e/scripts/release-check.py).
+	@python3 $(SCRIPTS)/release-check.py --dir $${DIST_DIR:-dist} --key $${COSIGN_PUB:?COSIGN_PUB: the release public key}
+
+.PHONY: release-self-test
+release-self-test: image ## Build a release of this checkout (the plugin of the debug build) signed with a throwaway key pair, verify it, sign and verify the image in a local registry, and require tampered copies to be refused.
+	@python3 $(SCRIPTS)/release-check.py --self-test
+
 .PHONY: fuzz-short
 fuzz-short: ## A short coverage-guided fuzzing run (20 s per target, no sanitizer; needs nightly Rust).
 	@FUZZ_SANITIZER=none $(SCRIPTS)/fuzz.sh 20
@@ -187,8 +201,8 @@ test: deps fmt-check clippy check-generated unit alerts-check long-checks real-n
 # real-node-check is not among them: its leftover check would take the processes and mounts of a
 # test's real node for its own.
 .PHONY: long-checks
-long-checks: ## make integration beside docs-check, fuzz-short, docs-book and dist-check, two of those at a time (the tests and the docs mostly wait on controllers; the others are short); each one's output is printed when it ends.
-	@$(MAKE) --no-print-directory -j3 -k --output-sync=target integration docs-check fuzz-short docs-book dist-check
+long-checks: ## make integration beside docs-check, fuzz-short, docs-book, dist-check and release-self-test, two of those at a time (the tests and the docs mostly wait on controllers; the others are short); each one's output is printed when it ends.
+	@$(MAKE) --no-print-directory -j3 -k --output-sync=target integration docs-check fuzz-short docs-book dist-check release-self-test
 
 .PHONY: demo
 demo: deps control-plane ## The operator demo: local control plane, CRDs, operator, sample providers until Ready.

@@ -5,7 +5,8 @@ Without arguments it runs dist.sh on this machine's debug build (DIST_TARGETS=ho
 packaging step of `make dist`, no release compile) into a temporary directory, then checks it;
 `--dir DIR` checks what `make dist` wrote. The checks:
 
-- SHA256SUMS lists every file, and every file has the listed SHA-256;
+- SHA256SUMS lists every file (but itself and its signature, SHA256SUMS.sig, which `make release`
+  adds), and every file has the listed SHA-256;
 - each plugin archive unpacks to exactly `kubectl-capi_providers`, executable, built for the
   platform its name says (ELF or Mach-O header); this machine's one runs (`--help`, `--version`
   printing the archive's version);
@@ -13,8 +14,9 @@ packaging step of `make dist`, no release compile) into a temporary directory, t
   URI ending in its file name, and the plugin's version;
 - the chart package renders (`helm template` of the .tgz: the operator's Deployment) and
   charts/index.yaml names it with its digest and version;
-- the SBOM parses as CycloneDX JSON describing capi-plugin, and lists every crate the plugin
-  links (its normal dependencies, from `cargo metadata`) at the locked version.
+- each SBOM (the plugin's, the operator's) parses as CycloneDX JSON describing its crate, and
+  lists every crate that crate links (its normal dependencies, from `cargo metadata`) at the
+  locked version.
 
 Then it breaks a copy of the artifacts in each of those ways and requires each to be caught, so
 the check cannot pass by checking nothing.
@@ -38,6 +40,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SCRIPTS = os.path.join(ROOT, "e2e", "scripts")
 BIN = "kubectl-capi_providers"
 ARCHIVE = re.compile(rf"^{BIN}-(?P<version>[^-]+)-(?P<os>[a-z]+)-(?P<arch>[a-z0-9]+)\.tar\.gz$")
+# The crate each SBOM describes: {file: package}.
+SBOMS = {"capi-plugin.cdx.json": "capi-plugin", "capi-provider-operator.cdx.json": "capi-provider-operator"}
 # ELF e_machine and Mach-O cputype of each arch.
 ELF_MACHINE = {"amd64": 0x3E, "arm64": 0xB7}
 MACHO_CPU = {"amd64": 0x01000007, "arm64": 0x0100000C}
@@ -68,7 +72,7 @@ def check_sums(d: str) -> None:
             digest, name = line.split(maxsplit=1)
             listed[name.strip()] = digest
     files = {os.path.relpath(p, d) for p in glob.glob(os.path.join(d, "**", "*"), recursive=True)
-             if os.path.isfile(p) and os.path.basename(p) != "SHA256SUMS"}
+             if os.path.isfile(p) and os.path.relpath(p, d) not in ("SHA256SUMS", "SHA256SUMS.sig")}
     if files != set(listed):
         raise Bad(f"SHA256SUMS lists {sorted(listed)}, the directory holds {sorted(files)}")
     for name, digest in listed.items():
@@ -208,8 +212,8 @@ def check_chart(d: str, helm: str) -> None:
         raise Bad(f"charts/index.yaml has no URL of {os.path.basename(tgz)}")
 
 
-def plugin_crates() -> set[tuple[str, str]]:
-    """(name, version) of capi-plugin and every crate it links on this machine: normal dependencies only."""
+def linked_crates(package: str) -> set[tuple[str, str]]:
+    """(name, version) of `package` and every crate it links on this machine: normal dependencies only."""
     host = re.search(r"^host: (\S+)$", subprocess.run(["rustc", "-vV"], capture_output=True, text=True,
                                                         check=True).stdout, re.M).group(1)
     meta = json.loads(subprocess.run(
@@ -217,7 +221,7 @@ def plugin_crates() -> set[tuple[str, str]]:
         cwd=ROOT, capture_output=True, text=True, check=True).stdout)
     nodes = {n["id"]: n for n in meta["resolve"]["nodes"]}
     pkgs = {p["id"]: p for p in meta["packages"]}
-    start = next(p["id"] for p in meta["packages"] if p["name"] == "capi-plugin")
+    start = next(p["id"] for p in meta["packages"] if p["name"] == package)
     seen, todo = set(), [start]
     while todo:
         node = todo.pop()
@@ -230,16 +234,26 @@ def plugin_crates() -> set[tuple[str, str]]:
     return {(pkgs[i]["name"], pkgs[i]["version"]) for i in seen}
 
 
-def check_sbom(d: str, crates: set[tuple[str, str]]) -> None:
+def all_crates() -> dict[str, set[tuple[str, str]]]:
+    """{SBOM file: the crates it must list}."""
+    return {name: linked_crates(package) for name, package in SBOMS.items()}
+
+
+def check_sboms(d: str, crates: dict[str, set[tuple[str, str]]]) -> None:
+    for name, want in crates.items():
+        check_sbom(d, name, SBOMS[name], want)
+
+
+def check_sbom(d: str, name: str, package: str, crates: set[tuple[str, str]]) -> None:
     try:
-        bom = json.load(open(os.path.join(d, "capi-plugin.cdx.json")))
+        bom = json.load(open(os.path.join(d, name)))
     except (OSError, json.JSONDecodeError) as e:
-        raise Bad(f"capi-plugin.cdx.json: {e}")
+        raise Bad(f"{name}: {e}")
     if bom.get("bomFormat") != "CycloneDX" or not str(bom.get("specVersion", "")).startswith("1."):
-        raise Bad(f"capi-plugin.cdx.json is not CycloneDX: bomFormat {bom.get('bomFormat')!r}")
+        raise Bad(f"{name} is not CycloneDX: bomFormat {bom.get('bomFormat')!r}")
     top = bom.get("metadata", {}).get("component", {})
-    if top.get("name") != "capi-plugin":
-        raise Bad(f"capi-plugin.cdx.json describes {top.get('name')!r}, not capi-plugin")
+    if top.get("name") != package:
+        raise Bad(f"{name} describes {top.get('name')!r}, not {package}")
     listed = set()
     stack = [top, *bom.get("components", [])]
     while stack:
@@ -248,16 +262,16 @@ def check_sbom(d: str, crates: set[tuple[str, str]]) -> None:
         stack.extend(c.get("components", []))
     missing = sorted(crates - listed)
     if missing:
-        raise Bad(f"capi-plugin.cdx.json lacks {len(missing)} of the plugin's {len(crates)} crates: {missing[:8]}")
+        raise Bad(f"{name} lacks {len(missing)} of {package}'s {len(crates)} crates: {missing[:8]}")
 
 
-def check(d: str, helm: str, crates: set[tuple[str, str]]) -> None:
+def check(d: str, helm: str, crates: dict[str, set[tuple[str, str]]]) -> None:
     with tempfile.TemporaryDirectory() as work:
         check_sums(d)
         archives = check_archives(d, work)
         check_krew(d, archives)
         check_chart(d, helm)
-        check_sbom(d, crates)
+        check_sboms(d, crates)
 
 
 def breakages(d: str):
@@ -289,7 +303,7 @@ def breakages(d: str):
         return go
 
     def drop_sbom_component():
-        p = os.path.join(d, "capi-plugin.cdx.json")
+        p = os.path.join(d, "capi-provider-operator.cdx.json")
         bom = json.load(open(p))
         bom["components"] = [c for c in bom["components"] if c.get("name") != "kube-client"]
         json.dump(bom, open(p, "w"))
@@ -320,7 +334,7 @@ def breakages(d: str):
         ("an archive with another licence", resum(repack(other_licence))),
         ("a krew manifest pointing at another file", resum(edit("capi-providers.yaml", r"\.tar\.gz", ".zip"))),
         ("a chart index with another digest", resum(edit("charts/index.yaml", r"digest: \w", "digest: x"))),
-        ("an SBOM without kube-client", resum(drop_sbom_component)),
+        ("an operator SBOM without kube-client", resum(drop_sbom_component)),
         ("an SBOM that is not CycloneDX", resum(edit("capi-plugin.cdx.json", r'"CycloneDX"', '"SPDX"'))),
     ]
 
@@ -338,10 +352,11 @@ def main(argv: list[str]) -> int:
         else:
             print("usage: dist-check.py [--dir DIST_DIR]", file=sys.stderr)
             return 2
-        crates = plugin_crates()
+        crates = all_crates()
         check(d, helm, crates)
         print(f"dist: {d}: checksums, {len(glob.glob(os.path.join(d, '*.tar.gz')))} archives, the krew "
-              f"manifest, the chart and its index, the SBOM ({len(crates)} crates) all good")
+              f"manifest, the chart and its index, the SBOMs "
+              f"({', '.join(f'{n}: {len(c)} crates' for n, c in crates.items())}) all good")
         for i, (what, _) in enumerate(breakages(d)):
             copy = shutil.copytree(d, os.path.join(tmp, f"broken-{i}"))
             breakages(copy)[i][1]()

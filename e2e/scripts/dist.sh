@@ -5,6 +5,7 @@
 #   charts/capi-provider-operator-<version>.tgz          the Helm chart (helm package)
 #   charts/index.yaml                                    a Helm repository index of it (helm repo index)
 #   capi-plugin.cdx.json                                 the plugin's SBOM (CycloneDX JSON, cargo-cyclonedx)
+#   capi-provider-operator.cdx.json                      the operator's SBOM (the same, for its image's binary)
 #   SHA256SUMS                                           the SHA-256 of every file above
 # DIST_TARGETS: the Rust targets to build, release profile (default: linux and macOS, amd64 and
 #   arm64). `host-debug` instead packages the workspace's own debug build for this machine (the
@@ -132,13 +133,19 @@ helm=$("$here/helm.sh")
 "$helm" package "$root/manifests/helm/capi-provider-operator" -d "$dist/charts" >&2
 "$helm" repo index "$dist/charts" --url "$url" >&2
 
-# The SBOM of the plugin and every crate it links (build-time dependencies are not shipped).
-# cargo-cyclonedx writes one per workspace member, next to its Cargo.toml: keep the plugin's.
+# The SBOMs of the plugin and of the operator (the image's binary), each with every crate it links
+# (build-time dependencies are not shipped). cargo-cyclonedx writes one per workspace member, next
+# to its Cargo.toml: keep the one asked for.
 cyclonedx=$("$here/cargo-tool.sh" cargo-cyclonedx "$CYCLONEDX_VERSION")
-SOURCE_DATE_EPOCH=$epoch "$cyclonedx" cyclonedx --manifest-path "$root/crates/plugin/Cargo.toml" --format json \
-  --spec-version 1.5 --no-build-deps --override-filename capi-plugin.cdx -q >&2
-mv "$root/crates/plugin/capi-plugin.cdx.json" "$dist/"
-rm -f "$root"/crates/*/capi-plugin.cdx.json
+sbom() {
+  local dir=$1 name=$2
+  SOURCE_DATE_EPOCH=$epoch "$cyclonedx" cyclonedx --manifest-path "$root/crates/$dir/Cargo.toml" --format json \
+    --spec-version 1.5 --no-build-deps --override-filename "$name.cdx" -q >&2
+  mv "$root/crates/$dir/$name.cdx.json" "$dist/"
+  rm -f "$root"/crates/*/"$name.cdx.json"
+}
+sbom plugin capi-plugin
+sbom operator capi-provider-operator
 
 (cd "$dist" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | sort | xargs sha256sum >SHA256SUMS)
 say "$(wc -l <"$dist/SHA256SUMS") files in $dist"

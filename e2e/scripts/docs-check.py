@@ -91,6 +91,12 @@ INLINE = {
     "make docs-serve": ("covered", "serves the book make docs-book builds and checks in make test"),
     "make dist": ("covered", "by hand (release builds for four platforms); make dist-check, a step of make test, runs its packaging on the debug build"),
     "make dist-check": ("covered", "a step of make test"),
+    "make release": ("covered", "by hand, with the release key; make release-self-test (a step of make test) runs e2e/scripts/release.sh and its check with a throwaway key"),
+    "make release VERSION=vX.Y.Z": ("covered", "by hand, with the release key; make release-self-test (a step of make test) runs e2e/scripts/release.sh and its check with a throwaway key"),
+    "make release-check": ("covered", "make release runs it; make release-self-test (a step of make test) runs the same check"),
+    "make release-self-test": ("covered", "a step of make test"),
+    "kubectl kustomize": ("covered", "e2e/scripts/release.sh renders the release manifest with it (make release-self-test, a step of make test)"),
+    "helm push": ("covered", "e2e/scripts/release-check.py pushes the chart to a local registry with it (make release-self-test, a step of make test)"),
     "make unit": ("covered", "a step of make test (the reconcile scenarios run there)"),
     "make clippy": ("covered", "a step of make test"),
     "cargo bench -p capi-provider-operator --bench world": ("covered", "a step of make bench (run by hand); its figures are on that page"),
@@ -235,36 +241,13 @@ def command_lines(code: str):
     return out
 
 
-def release_output(dest: str, kubectl_dir: str) -> str:
-    """The directory holding the release output the user's path starts from (capi-provider-operator.yaml,
-    charts/capi-provider-operator-<version>.tgz): to be `make release`'s DIST_DIR once it writes them."""
-    return assemble_release(dest, kubectl_dir)
-
-
-def assemble_release(dest: str, kubectl_dir: str) -> str:
-    """The release output's files the quick start uses, as `make release` names them: the chart
-    packaged, and manifests/ rendered into one manifest with the image `make image` pushed pinned
-    by its digest."""
-    cache = os.environ.get("CAPI_OPERATOR_CACHE") or os.path.expanduser("~/.cache/capi-provider-operator")
-    chart = os.path.join(ROOT, "manifests", "helm", "capi-provider-operator")
-    repo = re.search(r"(?m)^  repository: (\S+)", open(os.path.join(chart, "values.yaml")).read()).group(1)
-    tag = re.search(r'(?m)^appVersion: "?([^"\n]+)"?', open(os.path.join(chart, "Chart.yaml")).read()).group(1)
-    link = os.path.join(cache, "images", "public", "docker", "registry", "v2", "repositories", repo, "_manifests",
-                        "tags", tag, "current", "link")
-    if not os.path.isfile(link):
-        raise Failure(f"no operator image {repo}:{tag} stored ({link}): run make image")
-    digest = open(link).read().strip()
-    os.makedirs(os.path.join(dest, "charts"), exist_ok=True)
-    helm = subprocess.run([os.path.join(SCRIPTS, "helm.sh")], check=True, capture_output=True, text=True).stdout
-    subprocess.run([helm.strip(), "package", chart, "-d", os.path.join(dest, "charts")], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rendered = subprocess.run([os.path.join(kubectl_dir, "kubectl"), "kustomize", os.path.join(ROOT, "manifests")],
-                              check=True, capture_output=True, text=True).stdout
-    pinned = rendered.replace(f"image: {repo}:{tag}\n", f"image: {repo}@{digest}\n")
-    if pinned == rendered:
-        raise Failure(f"manifests/ names no image {repo}:{tag}")
-    with open(os.path.join(dest, "capi-provider-operator.yaml"), "w", encoding="utf-8") as f:
-        f.write(pinned)
+def release_output(dest: str) -> str:
+    """The release output the user's path starts from: `make release` of this checkout (the plugin
+    of the debug build, the image `make image` built), signed with a throwaway key and verified."""
+    r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "release-check.py"), "--throwaway", dest],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Failure(f"make release of this checkout failed:\n{(r.stdout + r.stderr)[-3000:]}")
     return dest
 
 
@@ -386,7 +369,7 @@ class Harness:
             raise Failure("needs=real-node-release needs root (the real node: containerd, kubelet, namespaces)")
         self.down()
         if self.release is None:
-            self.release = release_output(os.path.join(self.tmp, "release"), self.kubectl_dir)
+            self.release = release_output(os.path.join(self.tmp, "release"))
         kc = subprocess.run([os.path.join(SCRIPTS, "cluster-up.sh"), "--dir", self.cluster_dir, "--real-node"],
                             env=self.env, stdout=subprocess.PIPE, text=True, check=True).stdout
         self.env["KUBECONFIG"] = kc.strip().splitlines()[-1]

@@ -12,6 +12,7 @@ these few requests.
 import argparse
 import base64
 import json
+import re
 import ssl
 import sys
 import tarfile
@@ -21,14 +22,19 @@ import urllib.request
 
 
 class Registry:
-    """A registry at https://HOST, with basic authentication and a private CA."""
+    """A registry at https://HOST, with basic authentication and a private CA.
+
+    A registry that answers 401 with a Bearer challenge (distribution's token authentication, as
+    ghcr.io does) gets a token from the challenge's realm for its scope, with the same basic
+    credentials, and the request is sent again with it.
+    """
 
     def __init__(self, host, ca, user):
         self.base = f"https://{host}"
         self.ctx = ssl.create_default_context(cafile=ca)
-        self.auth = "Basic " + base64.b64encode(user.encode()).decode()
+        self.basic = self.auth = "Basic " + base64.b64encode(user.encode()).decode()
 
-    def request(self, method, url, data=None, headers=None):
+    def request(self, method, url, data=None, headers=None, retry=True):
         url = url if url.startswith("https://") else self.base + url
         req = urllib.request.Request(url, data=data, method=method,
                                      headers={"Authorization": self.auth, **(headers or {})})
@@ -38,7 +44,25 @@ class Registry:
         except urllib.error.HTTPError as e:
             if method == "HEAD" and e.code == 404:
                 return 404, e.headers
+            challenge = e.headers.get("WWW-Authenticate", "")
+            if e.code == 401 and retry and challenge.lower().startswith("bearer "):
+                self.auth = "Bearer " + self.token(challenge)
+                return self.request(method, url, data, headers, retry=False)
             raise SystemExit(f"oci-push: {method} {url}: {e.code} {e.read()[:300]!r}") from None
+
+    def token(self, challenge):
+        """A token from the realm of a `Bearer realm=...,service=...,scope=...` challenge."""
+        params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+        realm = params.pop("realm", None)
+        if not realm:
+            raise SystemExit(f"oci-push: a Bearer challenge without a realm: {challenge}")
+        req = urllib.request.Request(f"{realm}?{urllib.parse.urlencode(params)}", headers={"Authorization": self.basic})
+        try:
+            with urllib.request.urlopen(req, context=self.ctx) as resp:
+                body = json.load(resp)
+        except urllib.error.HTTPError as e:
+            raise SystemExit(f"oci-push: token from {realm}: {e.code} {e.read()[:300]!r}") from None
+        return body.get("token") or body["access_token"]
 
     def put_blob(self, repo, digest, blob):
         if self.request("HEAD", f"/v2/{repo}/blobs/{digest}")[0] == 200:

@@ -13,7 +13,19 @@
 #
 # Cached: cargo's own incremental build, then the image is written and pushed again only when
 # a binary, the Dockerfile or the tools changed and the tag is still stored. Prints the reference.
+#
+#   operator-image.sh [--archive PATH]
+#
+# --archive also writes the image's OCI layout archive (oci-index.py build) to PATH, and prints
+# its index digest (sha256:...) after the reference: `make release` ships it. The archive of the
+# last build is kept beside its stamp, so a cached run copies it instead of packing again.
 set -euo pipefail
+archive_out=""
+case ${1:-} in
+  --archive) archive_out=${2:?--archive needs a path} ;;
+  "") ;;
+  *) echo "usage: operator-image.sh [--archive PATH]" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cache=${CAPI_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/capi-provider-operator}
@@ -49,14 +61,24 @@ t0=${EPOCHREALTIME/./}
 say "release build for amd64 and arm64 in $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms"
 
 stamp_file="$store/stamps/operator-$(tr '/:' '__' <<<"$ref")"
+kept="$store/archives/operator-$(tr '/:' '__' <<<"$ref").tar"
 link="$store/public/docker/registry/v2/repositories/${ref%:*}/_manifests/tags/${ref##*:}/current/link"
 stamp=$({
   for t in "${targets[@]}"; do sha256sum <"$target_dir/$t/release/capi-provider-operator"; done
   cat "$root/Dockerfile" "$here"/oci-{index,image,push}.py "$0" /etc/ssl/certs/ca-certificates.crt
 } | sha256sum | cut -c1-32)
-if [[ -f $link && "$(cat "$stamp_file" 2>/dev/null)" == "$stamp" ]]; then
-  say "$ref unchanged ($(cat "$link"))"
+# done DIGEST: the archive where --archive asked for it, then what this script prints.
+done_() {
+  if [[ -n $archive_out ]]; then
+    cp "$kept" "$archive_out"
+    say "$archive_out ($1)"
+  fi
   echo "$ref"
+  [[ -z $archive_out ]] || echo "$1"
+}
+if [[ -f $link && "$(cat "$stamp_file" 2>/dev/null)" == "$stamp" && -f $kept ]]; then
+  say "$ref unchanged ($(cat "$link"))"
+  done_ "$(cat "$link")"
   exit 0
 fi
 
@@ -91,6 +113,10 @@ stage amd64 "$target_dir/x86_64-unknown-linux-gnu/release/capi-provider-operator
 stage arm64 "$target_dir/aarch64-unknown-linux-gnu/release/capi-provider-operator" /usr/aarch64-linux-gnu/lib
 python3 "$here/oci-index.py" build --name "$ref" --dockerfile "$root/Dockerfile" \
   --rootfs "amd64=$work/amd64" --rootfs "arm64=$work/arm64" "$work/image.tar" >/dev/null
+mkdir -p "$store/archives"
+# The stamp is written after the push: a kept archive without it is not trusted.
+rm -f "$stamp_file"
+mv "$work/image.tar" "$kept"
 
 # Pushed as images.sh pushes: a registry of our own on the storage, for this push only.
 registry_cert "$work" 127.0.0.1
@@ -100,8 +126,8 @@ addr="127.0.0.1:$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0
 registry_start "$work/public.pid" "$store/public" "$addr" "$work" "$work/htpasswd" rw
 pid=$(cat "$work/public.pid")
 digest=$(python3 "$here/oci-index.py" push --registry "$addr" --ca "$work/tls.crt" --user "push:$password" \
-  "$work/image.tar" "$ref")
+  "$kept" "$ref")
 mkdir -p "$store/stamps"
 echo "$stamp" >"$stamp_file"
 say "$ref ($digest, amd64 and arm64) pushed in $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms"
-echo "$ref"
+done_ "$digest"
