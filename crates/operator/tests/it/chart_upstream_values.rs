@@ -597,12 +597,14 @@ fn upstream_values_this_operator_cannot_honour_are_refused() -> TestResult {
 }
 
 /// NOTES.txt as `helm install --dry-run=client` prints it (`helm template` renders no notes);
-/// the test cluster, with the CRDs, only answers helm's discovery; no release is written.
+/// the cluster, with the CRDs, only answers helm's discovery; no release is written. A private
+/// cluster of this area: helm still refuses objects that exist without its labels (the admission
+/// policy, a provider's namespace), which the lane's shared cluster holds after other areas.
 fn notes(test: &str, text: &str, args: &[&str]) -> Result<String, Box<dyn std::error::Error>> {
     let helm = std::env::var_os("CAPI_HELM")
         .filter(|h| !h.is_empty())
         .ok_or("CAPI_HELM is not set: build helm with e2e/scripts/helm.sh and set CAPI_HELM to the path it prints")?;
-    let cluster = capi_test_support::cluster()?;
+    let cluster = capi_test_support::private_cluster()?;
     cluster.install_crds()?;
     let kubeconfig = cluster.kubeconfig().to_string_lossy().into_owned();
     let chart = workspace_root().join("manifests/helm/capi-provider-operator");
