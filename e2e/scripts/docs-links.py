@@ -12,8 +12,8 @@ the site, and every chapter it lists must exist.
 
 User chapters (USER_CHAPTERS: the README, the user guide and the pages a user reads, the examples'
 READMEs) talk to the user, not to the project's developers: outside HTML comments and code blocks
-they hold no test asides ("(Test: ...)", "(Tests: ...)", a "Tests:" line; a `<!-- tests: ... -->`
-marker keeps the traceability) and no path outside the repository (`../shared`, `CAPI_SHARED_DIR`).
+they hold no test asides ("(Test: ...)", "(tests `name`)", a "Tests:" line, in any case; a
+`<!-- tests: ... -->` marker keeps the traceability) and no path outside the repository (`../shared`, `CAPI_SHARED_DIR`).
 
 `docs-links.py --html DIR` checks a built book instead: every relative `href`/`src` of its pages
 resolves to a file of the book, and every `#anchor` to an `id` of that page (a chapter linking
@@ -40,7 +40,7 @@ HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
 USER_CHAPTERS = ["README.md", "docs/user-guide.md", "docs/plugin.md", "docs/operating.md",
                  "docs/migration-from-cluster-api-operator.md", "docs/introduction.md", "docs/from-clusterctl.md"]
-TEST_TALK = re.compile(r"\(Tests?:|^\s*Tests?:")
+TEST_TALK = re.compile(r"(?i)\(tests?(:|\s+`|\s*$)|^\s*tests?:")
 OUTSIDE_REPO = re.compile(r"\.\./shared|CAPI_SHARED_DIR")
 COMMENT = re.compile(r"<!--.*?-->", re.S)
 
@@ -254,7 +254,7 @@ def self_test() -> None:
                          "[bad anchor](docs/guide.md#nowhere) ![pic](docs/img/a.svg) ![lost](docs/img/b.svg)\n"
                          "`[in code](nowhere.md)`\n```\n[in a block](nowhere.md)\n(Test: `in_a_block`)\n```\n[ref]: docs/missing.md\n"
                          "Said. (Test: `aside`.)\n<!-- tests: `kept`,\n(Tests: `in_a_comment`) -->\n"
-                         "Tests: `a_line`\nSee `../shared/x` and $CAPI_SHARED_DIR.\n",
+                         "Tests: `a_line`\nRefused (test\n`a_name`). Also (test `b_name`).\nSee `../shared/x` and $CAPI_SHARED_DIR.\n",
             "docs/guide.md": "# Guide\n\n## Install it\n\n## The `run` command\n\n[self](#the-run-command) "
                              "[up](../README.md#top) <a href=\"#nope\">x</a>\n(Tests: not a user chapter)\n",
             "examples/a/README.md": "# A\n\nUses ../shared/bin.\n",
@@ -274,8 +274,10 @@ def self_test() -> None:
             "README.md:10: docs/missing.md",
             "README.md:11: a test aside",
             "README.md:14: a test aside",
-            "README.md:15: ../shared is outside",
-            "README.md:15: CAPI_SHARED_DIR is outside",
+            "README.md:15: a test aside",
+            "README.md:16: a test aside",
+            "README.md:17: ../shared is outside",
+            "README.md:17: CAPI_SHARED_DIR is outside",
             "examples/a/README.md:3: ../shared is outside",
             "docs/guide.md:7: #nope",
         ]
