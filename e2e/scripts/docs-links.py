@@ -13,7 +13,8 @@ the site, and every chapter it lists must exist.
 User chapters (USER_CHAPTERS: the README, the user guide and the pages a user reads, the examples'
 READMEs) talk to the user, not to the project's developers: outside HTML comments and code blocks
 they hold no test asides ("(Test: ...)", "(tests `name`)", a "Tests:" line, in any case; a
-`<!-- tests: ... -->` marker keeps the traceability) and no path outside the repository (`../shared`, `CAPI_SHARED_DIR`).
+`<!-- tests: ... -->` marker keeps the traceability) and no path outside the repository
+(`../shared`, `CAPI_SHARED_DIR`).
 
 `docs-links.py --html DIR` checks a built book instead: every relative `href`/`src` of its pages
 resolves to a file of the book, and every `#anchor` to an `id` of that page (a chapter linking
