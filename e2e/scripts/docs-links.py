@@ -10,6 +10,12 @@ sites (`http:`, `https:`, `mailto:`) are not fetched: nothing reaches the networ
 The book (docs/SUMMARY.md) must list every document under docs/, so no chapter is left out of
 the site, and every chapter it lists must exist.
 
+User chapters (USER_CHAPTERS: the README, the user guide and the pages a user reads, the examples'
+READMEs) talk to the user, not to the project's developers: outside HTML comments and code blocks
+they hold no test asides ("(Test: ...)", "(tests `name`)", a "Tests:" line, in any case; a
+`<!-- tests: ... -->` marker keeps the traceability) and no path outside the repository
+(`../shared`, `CAPI_SHARED_DIR`).
+
 `docs-links.py --html DIR` checks a built book instead: every relative `href`/`src` of its pages
 resolves to a file of the book, and every `#anchor` to an `id` of that page (a chapter linking
 outside docs/ works on GitHub but is dead on the site).
@@ -33,6 +39,11 @@ HTML_ATTR = re.compile(r"""\b(?:href|src)\s*=\s*["']([^"']+)["']""")
 HTML_ID = re.compile(r"""<[^>]*\b(?:id|name)\s*=\s*["']([^"']+)["']""")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
+USER_CHAPTERS = ["README.md", "docs/user-guide.md", "docs/plugin.md", "docs/operating.md",
+                 "docs/migration-from-cluster-api-operator.md", "docs/introduction.md", "docs/from-clusterctl.md"]
+TEST_TALK = re.compile(r"(?i)\(tests?(:|\s+`|\s*$)|^\s*tests?:")
+OUTSIDE_REPO = re.compile(r"\.\./shared|CAPI_SHARED_DIR")
+COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 
 def slug(heading: str) -> str:
@@ -119,6 +130,35 @@ def check_file(path: str, root: str, cache: dict[str, set[str]]) -> list[str]:
     return problems
 
 
+def is_user_chapter(rel: str) -> bool:
+    parts = rel.split(os.sep)
+    return rel in USER_CHAPTERS or (parts[0] == "examples" and parts[-1] == "README.md")
+
+
+def check_user_chapter(path: str, root: str) -> list[str]:
+    """Test asides and paths outside the repository in a user chapter's rendered text."""
+    rel = os.path.relpath(path, root)
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    # Fenced blocks blanked (code spans kept: a path in one is still shown), then comments,
+    # keeping their line breaks so that line numbers stay right.
+    out, fenced = [], False
+    for line in lines:
+        if FENCE.match(line):
+            fenced = not fenced
+            out.append("")
+        else:
+            out.append("" if fenced else line)
+    text = COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), "\n".join(out))
+    problems = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if TEST_TALK.search(line):
+            problems.append(f"{rel}:{n}: a test aside in a user chapter (make it a <!-- tests: ... --> line)")
+        for m in OUTSIDE_REPO.finditer(line):
+            problems.append(f"{rel}:{n}: {m.group(0)} is outside the repository; a user has no such path")
+    return problems
+
+
 def check_summary(root: str) -> list[str]:
     """The book lists every document under docs/, and only documents that exist."""
     summary = os.path.join(root, "docs", "SUMMARY.md")
@@ -145,6 +185,8 @@ def check_tree(root: str, files: list[str]) -> list[str]:
     problems = check_summary(root)
     for f in files:
         problems += check_file(f, root, cache)
+        if is_user_chapter(os.path.relpath(f, root)):
+            problems += check_user_chapter(f, root)
     return problems
 
 
@@ -207,12 +249,16 @@ def self_test() -> None:
     """The checker on a known tree, so a checker that finds nothing cannot pass."""
     with tempfile.TemporaryDirectory() as d:
         os.makedirs(os.path.join(d, "docs", "img"))
+        os.makedirs(os.path.join(d, "examples", "a"))
         files = {
             "README.md": "# Top\n\n[guide](docs/guide.md#install-it) [gone](docs/gone.md)\n"
                          "[bad anchor](docs/guide.md#nowhere) ![pic](docs/img/a.svg) ![lost](docs/img/b.svg)\n"
-                         "`[in code](nowhere.md)`\n```\n[in a block](nowhere.md)\n```\n[ref]: docs/missing.md\n",
+                         "`[in code](nowhere.md)`\n```\n[in a block](nowhere.md)\n(Test: `in_a_block`)\n```\n[ref]: docs/missing.md\n"
+                         "Said. (Test: `aside`.)\n<!-- tests: `kept`,\n(Tests: `in_a_comment`) -->\n"
+                         "Tests: `a_line`\nRefused (test\n`a_name`). Also (test `b_name`).\nSee `../shared/x` and $CAPI_SHARED_DIR.\n",
             "docs/guide.md": "# Guide\n\n## Install it\n\n## The `run` command\n\n[self](#the-run-command) "
-                             "[up](../README.md#top) <a href=\"#nope\">x</a>\n",
+                             "[up](../README.md#top) <a href=\"#nope\">x</a>\n(Tests: not a user chapter)\n",
+            "examples/a/README.md": "# A\n\nUses ../shared/bin.\n",
             "docs/orphan.md": "# Orphan\n",
             "docs/SUMMARY.md": "# Summary\n\n- [Guide](guide.md)\n",
             "docs/img/a.svg": "<svg/>",
@@ -226,7 +272,14 @@ def self_test() -> None:
             "README.md:3: docs/gone.md",
             "README.md:4: docs/guide.md#nowhere",
             "README.md:4: docs/img/b.svg",
-            "README.md:9: docs/missing.md",
+            "README.md:10: docs/missing.md",
+            "README.md:11: a test aside",
+            "README.md:14: a test aside",
+            "README.md:15: a test aside",
+            "README.md:16: a test aside",
+            "README.md:17: ../shared is outside",
+            "README.md:17: CAPI_SHARED_DIR is outside",
+            "examples/a/README.md:3: ../shared is outside",
             "docs/guide.md:7: #nope",
         ]
         for e in expected:
@@ -252,8 +305,8 @@ def main(argv: list[str]) -> int:
         problems = check_tree(ROOT, files)
         what = f"{len(files)} Markdown files"
     for p in problems:
-        print(f"dead link: {p}", file=sys.stderr)
-    print(f"links: {what} checked, {len(problems)} dead", file=sys.stderr)
+        print(f"docs-links: {p}", file=sys.stderr)
+    print(f"links: {what} checked, {len(problems)} problems", file=sys.stderr)
     return 1 if problems else 0
 
 
