@@ -30,7 +30,11 @@ fn object(rendered: &str, kind: &str, name: &str) -> Result<Option<Value>, Strin
 
 /// The operator container's arguments.
 fn operator_args(rendered: &str) -> Result<Vec<String>, String> {
-    let d = object(rendered, "Deployment", "x")?.ok_or("no Deployment x")?;
+    container_args(&object(rendered, "Deployment", "x")?.ok_or("no Deployment x")?)
+}
+
+/// The first container's arguments of Deployment `d`.
+fn container_args(d: &Value) -> Result<Vec<String>, String> {
     let args = d["spec"]["template"]["spec"]["containers"][0]["args"]
         .as_array()
         .ok_or("no args")?;
@@ -165,17 +169,9 @@ fn the_image_mirror_example_is_read_by_both_installs() -> TestResult {
         format!("--image-mirror-config={name}"),
         format!("--image-mirror-config-owner={release}"),
     ];
-    let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-        .as_array()
-        .ok_or("no args")?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let args = container_args(deployment)?;
     for w in &want {
-        assert!(
-            args.contains(&w.as_str()),
-            "kustomize: {w} missing: {args:?}"
-        );
+        assert!(args.contains(w), "kustomize: {w} missing: {args:?}");
     }
 
     let helm = helm_bin(test)?;
@@ -194,14 +190,9 @@ fn the_image_mirror_example_is_read_by_both_installs() -> TestResult {
         ],
     )?;
     let d = object(&rendered, "Deployment", release)?.ok_or("the chart rendered no Deployment")?;
-    let args: Vec<&str> = d["spec"]["template"]["spec"]["containers"][0]["args"]
-        .as_array()
-        .ok_or("no args")?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let args = container_args(&d)?;
     for w in &want {
-        assert!(args.contains(&w.as_str()), "chart: {w} missing: {args:?}");
+        assert!(args.contains(w), "chart: {w} missing: {args:?}");
     }
     Ok(())
 }
