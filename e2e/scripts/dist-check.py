@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SCRIPTS = os.path.join(ROOT, "e2e", "scripts")
@@ -349,6 +350,17 @@ def main(argv: list[str]) -> int:
             d = os.path.join(tmp, "dist")
             env = dict(os.environ, DIST_DIR=d, DIST_TARGETS="host-debug")
             subprocess.run([os.path.join(SCRIPTS, "dist.sh")], env=env, check=True)
+            # Reproducible: a second run, a second later (helm and tar would stamp a new time),
+            # writes the same bytes.
+            again = os.path.join(tmp, "again")
+            time.sleep(1.1)
+            subprocess.run([os.path.join(SCRIPTS, "dist.sh")], env=dict(env, DIST_DIR=again), check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            first, second = (open(os.path.join(x, "SHA256SUMS")).read() for x in (d, again))
+            if first != second:
+                diff = sorted(set(second.splitlines()) - set(first.splitlines()))
+                raise Bad(f"dist.sh run twice wrote different files: {diff}")
+            print("dist: a second run wrote the same bytes (reproducible)")
         else:
             print("usage: dist-check.py [--dir DIST_DIR]", file=sys.stderr)
             return 2

@@ -131,7 +131,10 @@ url=${base_url//\{version\}/$version}
 
 helm=$("$here/helm.sh")
 "$helm" package "$root/manifests/helm/capi-provider-operator" -d "$dist/charts" >&2
+# helm stamps the archive and the index with the time it runs: set them to the commit's.
+for tgz in "$dist"/charts/*.tgz; do python3 "$here/chart-reproducible.py" package "$tgz" "$epoch"; done
 "$helm" repo index "$dist/charts" --url "$url" >&2
+python3 "$here/chart-reproducible.py" index "$dist/charts/index.yaml" "$epoch"
 
 # The SBOMs of the plugin and of the operator (the image's binary), each with every crate it links
 # (build-time dependencies are not shipped). cargo-cyclonedx writes one per workspace member, next
