@@ -99,6 +99,8 @@ INLINE = {
     "helm push": ("covered", "e2e/scripts/release-check.py pushes the chart to a local registry with it (make release-self-test, a step of make test)"),
     "make unit": ("covered", "a step of make test (the reconcile scenarios run there)"),
     "make clippy": ("covered", "a step of make test"),
+    "cargo fmt": ("covered", "make fmt-check, a step of make test, runs cargo fmt --check"),
+    "cargo clippy -- -D warnings": ("covered", "make clippy, a step of make test, runs it on every crate and target"),
     "cargo bench -p capi-provider-operator --bench world": ("covered", "a step of make bench (run by hand); its figures are on that page"),
     "cargo build --locked --workspace --all-targets": ("covered", "the Makefile's BUILD: make test runs it in check-generated, and this check before its blocks"),
     "kubectl capi-providers": ("name", "the plugin; its block in docs/plugin.md runs it"),
@@ -153,7 +155,7 @@ INLINE = {
     "kubectl scale": ("name", "named as a way to change an installed object; clusterctl.rs scales a Deployment down through the real clusterctl and checks the DriftRepaired event"),
 }
 INLINE_PREFIX = re.compile(r"^(make|kubectl|cargo|capi-provider-operator|helm|docker|bash|python3)\s")
-DOCS = ["README.md"] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))) + sorted(
+DOCS = ["README.md", "CONTRIBUTING.md", "CHANGELOG.md"] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))) + sorted(
     glob.glob(os.path.join(ROOT, "examples", "**", "README.md"), recursive=True)
 )
 DIRECTIVE = re.compile(r"^<!--\s*check:\s*(.*?)\s*-->\s*$")

@@ -130,6 +130,10 @@ def check_file(path: str, root: str, cache: dict[str, set[str]]) -> list[str]:
     return problems
 
 
+# The front page is read whole by a newcomer: what it is, the quick start, links to the book.
+README_MAX_LINES = 150
+
+
 def is_user_chapter(rel: str) -> bool:
     parts = rel.split(os.sep)
     return rel in USER_CHAPTERS or (parts[0] == "examples" and parts[-1] == "README.md")
@@ -151,6 +155,8 @@ def check_user_chapter(path: str, root: str) -> list[str]:
             out.append("" if fenced else line)
     text = COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), "\n".join(out))
     problems = []
+    if rel == "README.md" and len(lines) > README_MAX_LINES:
+        problems.append(f"README.md: {len(lines)} lines; the front page keeps to {README_MAX_LINES} (move detail to docs/)")
     for n, line in enumerate(text.splitlines(), 1):
         if TEST_TALK.search(line):
             problems.append(f"{rel}:{n}: a test aside in a user chapter (make it a <!-- tests: ... --> line)")
@@ -267,6 +273,11 @@ def self_test() -> None:
             with open(os.path.join(d, name), "w", encoding="utf-8") as f:
                 f.write(text)
         got = check_tree(d, [os.path.join(d, n) for n in files if n.endswith(".md")])
+        assert not any("lines; the front page" in p for p in got), got
+        with open(os.path.join(d, "README.md"), "a", encoding="utf-8") as f:
+            f.write("\n" * README_MAX_LINES)
+        long = check_tree(d, [os.path.join(d, "README.md")])
+        assert any(p.startswith("README.md: 167 lines") for p in long), long
         expected = [
             "docs/orphan.md is not a chapter",
             "README.md:3: docs/gone.md",
