@@ -59,6 +59,8 @@ clippy:
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 	@python3 $(SCRIPTS)/module-graph.py
 	@python3 $(SCRIPTS)/test-honesty.py
+	@# Dependencies no source uses (cargo-machete reads the sources, not the build: seconds).
+	@"$$($(SCRIPTS)/cargo-tool.sh cargo-machete 0.9.1)" --skip-target-dir
 
 .PHONY: crds
 crds: ## Regenerate manifests/crds from the Rust types.
