@@ -2,7 +2,7 @@
 
 use crate::error::Error;
 use crate::glob::{self, Fuel, GlobError};
-use crate::parse::{Func, Node, Op};
+use crate::parse::{Func, Node, Op, Template};
 
 /// Text that expressions may add on top of the template's own length by default. Real values are at most a
 /// few hundred KiB; the cap only stops nested replacements from growing the output exponentially.
@@ -334,6 +334,38 @@ fn go_lossy(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+// Evaluation lives here, not beside the parser: the parser knows nothing of evaluation, and this
+// module reads the parser's tree, so the two modules depend one way only.
+impl Template {
+    /// Expands the template; `lookup` returns `None` for unset variables, which expand like empty ones.
+    ///
+    /// `lookup` is called once per evaluated expression. Default arguments are evaluated only when the
+    /// default is used (drone evaluates them eagerly; the result is the same for a side-effect-free lookup).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutputTooLarge`] when the text produced (output plus intermediate argument values) would exceed
+    /// 64 MiB plus twice the template length, and [`Error::PatternTooComplex`] when glob matching for
+    /// `#`/`%` operations exceeds its step budget. Neither happens for realistic templates.
+    pub fn eval(&self, lookup: impl Fn(&str) -> Option<String>) -> Result<String, Error> {
+        self.eval_with(lookup, &Limits::default())
+    }
+
+    /// [`Template::eval`] within `limits` (on top of the template's length, twice, as there).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Template::eval`], with [`Error::OutputTooLarge`] at `limits.max_expansion` and
+    /// [`Error::ValueTooLarge`] when one expression would produce more than `limits.max_value`.
+    pub fn eval_with(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+        limits: &Limits,
+    ) -> Result<String, Error> {
+        eval_template(&self.nodes, self.source_len, &lookup, limits)
+    }
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 //! decide which error message a malformed expression gets) is reproduced here by a byte-level recursive
 //! descent parser. Recursion only happens for nested `${`, which is bounded by [`MAX_NESTING_DEPTH`].
 
+use crate::MAX_NESTING_DEPTH;
 use crate::error::{Error, ParseErrorKind};
 use crate::ident_table::IDENT_RANGES;
-use crate::{MAX_NESTING_DEPTH, eval};
 
 /// A parsed template: the top-level sequence of text and expressions.
 ///
@@ -14,8 +14,8 @@ use crate::{MAX_NESTING_DEPTH, eval};
 /// Adjacent [`Node::Text`] nodes never occur at the top level.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Template {
-    nodes: Vec<Node>,
-    source_len: usize,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) source_len: usize,
 }
 
 /// One element of a template or of a function's argument list.
@@ -149,34 +149,6 @@ impl Template {
     /// The top-level nodes in source order. An empty template has no nodes.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
-    }
-
-    /// Expands the template; `lookup` returns `None` for unset variables, which expand like empty ones.
-    ///
-    /// `lookup` is called once per evaluated expression. Default arguments are evaluated only when the
-    /// default is used (drone evaluates them eagerly; the result is the same for a side-effect-free lookup).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::OutputTooLarge`] when the text produced (output plus intermediate argument values) would exceed
-    /// 64 MiB plus twice the template length, and [`Error::PatternTooComplex`] when glob matching for
-    /// `#`/`%` operations exceeds its step budget. Neither happens for realistic templates.
-    pub fn eval(&self, lookup: impl Fn(&str) -> Option<String>) -> Result<String, Error> {
-        self.eval_with(lookup, &eval::Limits::default())
-    }
-
-    /// [`Template::eval`] within `limits` (on top of the template's length, twice, as there).
-    ///
-    /// # Errors
-    ///
-    /// Those of [`Template::eval`], with [`Error::OutputTooLarge`] at `limits.max_expansion` and
-    /// [`Error::ValueTooLarge`] when one expression would produce more than `limits.max_value`.
-    pub fn eval_with(
-        &self,
-        lookup: impl Fn(&str) -> Option<String>,
-        limits: &eval::Limits,
-    ) -> Result<String, Error> {
-        eval::eval_template(&self.nodes, self.source_len, &lookup, limits)
     }
 }
 
