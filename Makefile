@@ -61,6 +61,13 @@ clippy:
 	@python3 $(SCRIPTS)/test-honesty.py
 	@# Dependencies no source uses (cargo-machete reads the sources, not the build: seconds).
 	@"$$($(SCRIPTS)/cargo-tool.sh cargo-machete 0.9.1)" --skip-target-dir
+	@# Licences, duplicate crate versions and sources (deny.toml; no network: the advisories,
+	@# which need the RustSec database, are `make advisories`).
+	@"$$($(SCRIPTS)/cargo-tool.sh cargo-deny 0.20.2)" --locked check licenses bans sources
+
+.PHONY: advisories
+advisories: ## cargo-deny's advisories check against the RustSec database (cloned or updated from GitHub, or from ADVISORY_DB, a checkout or mirror of it).
+	@$(SCRIPTS)/advisories.sh
 
 .PHONY: crds
 crds: ## Regenerate manifests/crds from the Rust types.

@@ -329,7 +329,7 @@ mod tests {
 
     #[test]
     fn namespaces_are_fixed_everywhere() -> Result<(), PipelineError> {
-        let text = r#"
+        let text = r"
 apiVersion: v1
 kind: Namespace
 metadata: {name: old-system}
@@ -357,7 +357,7 @@ apiVersion: cert-manager.io/v1
 kind: Certificate
 metadata: {name: cert, namespace: old-system}
 spec: {dnsNames: [s.old-system.svc, s.old-system.svc.cluster.local]}
-"#;
+";
         let mut objs = parse_objects(text)?;
         assert_eq!(
             inspect_target_namespace(&objs)?.as_deref(),

@@ -113,7 +113,7 @@ mod tests {
     use super::*;
 
     fn tags(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
+        list.iter().map(std::string::ToString::to_string).collect()
     }
 
     const META: &str = "releaseSeries:\n- {major: 1, minor: 10, contract: v1beta1}\n- {major: 1, minor: 11, contract: v1beta2}\n- {major: 1, minor: 12, contract: v1beta2}\n- {major: 1, minor: 13, contract: v1beta2}\n";

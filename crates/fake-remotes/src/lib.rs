@@ -288,7 +288,10 @@ impl FakeServer {
                 .map(|(r, labels)| {
                     (
                         r.to_string(),
-                        labels.iter().map(|l| l.to_string()).collect(),
+                        labels
+                            .iter()
+                            .map(std::string::ToString::to_string)
+                            .collect(),
                     )
                 })
                 .collect(),
@@ -366,13 +369,10 @@ impl FakeServer {
 fn spawn_listener(listener: TcpListener, state: Arc<State>, host: HostKind) -> JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            let stream = match listener.accept().await {
-                Ok((s, _)) => s,
-                Err(_) => {
-                    // Out of descriptors or similar: back off instead of spinning.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
+            let Ok((stream, _)) = listener.accept().await else {
+                // Out of descriptors or similar: back off instead of spinning.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
             };
             let state = state.clone();
             tokio::spawn(async move {
@@ -449,12 +449,29 @@ async fn handle(state: &State, host: HostKind, req: Request<Incoming>) -> Respon
             None => message(StatusCode::NOT_FOUND, "Not Found"),
         };
     }
+    if let Some(injected) = injected_reply(state).await {
+        return injected;
+    }
+    let wanted = state.knobs.token.lock().ok().and_then(|t| t.clone());
+    if let Some(t) = wanted
+        && authorization.as_deref() != Some(&format!("Bearer {t}"))
+    {
+        return message(StatusCode::UNAUTHORIZED, "Bad credentials");
+    }
+    route(state, path, query, accept.as_deref())
+}
+
+/// The failure the test asked for with a knob (slowness, an error, a rate limit), once.
+async fn injected_reply(state: &State) -> Option<Response<Body>> {
     let k = &state.knobs;
     if take(&k.slow_next) {
         tokio::time::sleep(Duration::from_millis(k.slow_for_ms.load(Ordering::SeqCst))).await;
     }
     if take(&k.fail_next) {
-        return message(StatusCode::INTERNAL_SERVER_ERROR, "injected failure");
+        return Some(message(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "injected failure",
+        ));
     }
     if take(&k.rate_limit_next) {
         let reset = SystemTime::now()
@@ -467,24 +484,23 @@ async fn handle(state: &State, host: HostKind, req: Request<Incoming>) -> Respon
         );
         let r = with_header(r, "x-ratelimit-limit", "60");
         let r = with_header(r, "x-ratelimit-remaining", "0");
-        return with_header(r, "x-ratelimit-reset", &reset.to_string());
+        return Some(with_header(r, "x-ratelimit-reset", &reset.to_string()));
     }
     if take(&k.too_many_next) {
         let r = message(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests");
-        return with_header(r, "retry-after", "30");
+        return Some(with_header(r, "retry-after", "30"));
     }
     if take(&k.forbid_next) {
-        return message(
+        return Some(message(
             StatusCode::FORBIDDEN,
             "Resource not accessible by integration",
-        );
+        ));
     }
-    let wanted = k.token.lock().ok().and_then(|t| t.clone());
-    if let Some(t) = wanted
-        && authorization.as_deref() != Some(&format!("Bearer {t}"))
-    {
-        return message(StatusCode::UNAUTHORIZED, "Bad credentials");
-    }
+    None
+}
+
+/// The GitHub (and GitHub Enterprise) and GitLab API routes.
+fn route(state: &State, path: &str, query: &str, accept: Option<&str>) -> Response<Body> {
     let segs: Vec<String> = path
         .split('/')
         .filter(|s| !s.is_empty())
@@ -517,7 +533,7 @@ async fn handle(state: &State, host: HostKind, req: Request<Incoming>) -> Respon
                 ["releases"] => list_releases(state, &repo, query),
                 ["releases", "tags", tag] => release_by_tag(state, &repo, tag),
                 ["releases", "assets", id] => match id.parse() {
-                    Ok(id) => asset(state, &repo, id, accept.as_deref()),
+                    Ok(id) => asset(state, &repo, id, accept),
                     Err(_) => message(StatusCode::NOT_FOUND, "Not Found"),
                 },
                 _ => message(StatusCode::NOT_FOUND, "Not Found"),
@@ -842,7 +858,7 @@ mod tests {
     fn releases_are_listed_newest_first() {
         let mut tags: Vec<String> = ["v0.9.0", "notes", "v0.10.0", "v0.10.0-rc.1", "v1.0.0"]
             .iter()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .collect();
         newest_first(&mut tags);
         assert_eq!(

@@ -120,7 +120,7 @@ pub async fn ensure(
             name: name.clone(),
             source,
         })?;
-        let annotations = have.as_ref().map(|c| c.annotations());
+        let annotations = have.as_ref().map(kube::ResourceExt::annotations);
         let existing = annotations.map(|a| {
             let get = |k: &str| a.get(k).map(String::as_str).unwrap_or("");
             (get(VERSION_ANNOTATION), get(HASH_ANNOTATION))
@@ -131,7 +131,7 @@ pub async fn ensure(
         }
         match &outcome {
             Outcome::Applied => {
-                tracing::info!(crd = %name, "CRD brought to this operator's schema")
+                tracing::info!(crd = %name, "CRD brought to this operator's schema");
             }
             Outcome::Unchanged => tracing::debug!(crd = %name, "CRD up to date"),
             Outcome::Newer(v) => tracing::warn!(
@@ -332,7 +332,12 @@ mod tests {
         let stored = |versions: &[&str]| {
             let mut have = want.clone();
             have.status = Some(CustomResourceDefinitionStatus {
-                stored_versions: Some(versions.iter().map(|v| v.to_string()).collect()),
+                stored_versions: Some(
+                    versions
+                        .iter()
+                        .map(std::string::ToString::to_string)
+                        .collect(),
+                ),
                 ..CustomResourceDefinitionStatus::default()
             });
             have

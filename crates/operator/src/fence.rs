@@ -104,7 +104,7 @@ impl Fence {
                 Term::Waiting | Term::Revoked => return,
                 Term::Until(t) => {
                     tokio::select! {
-                        _ = tokio::time::sleep_until(t.into()) => {
+                        () = tokio::time::sleep_until(t.into()) => {
                             if *rx.borrow() == Term::Until(t) {
                                 return;
                             }

@@ -359,8 +359,8 @@ impl Elector {
                 .retry_period
                 .min(deadline.saturating_duration_since(Instant::now()));
             tokio::select! {
-                _ = &mut stop => return Held::Stopped,
-                _ = tokio::time::sleep(pause) => {}
+                () = &mut stop => return Held::Stopped,
+                () = tokio::time::sleep(pause) => {}
             }
             if Instant::now() >= deadline {
                 warn!(lease = %self.cfg.name, "the lease was not renewed within the renew deadline");

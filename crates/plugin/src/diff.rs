@@ -92,7 +92,7 @@ async fn compare(
             if recreatable(&key) && message.contains("field is immutable") =>
         {
             return Ok(Ok(
-                classify::classify(&key.to_string(), &live, obj)?.map(|c| c.replaced())
+                classify::classify(&key.to_string(), &live, obj)?.map(classify::Changed::replaced)
             ));
         }
         Err(e) => return Err(e).with_context(|| format!("dry-run apply of {key}")),
@@ -138,7 +138,10 @@ pub async fn differences(
         p.spec.paused,
         upgrading,
     );
-    out.removed = removed.into_iter().map(|(k, _, _)| k.to_string()).collect();
+    out.removed = removed
+        .into_iter()
+        .map(|(k, (), _)| k.to_string())
+        .collect();
     Ok(out)
 }
 
@@ -152,12 +155,13 @@ fn print(what: &str, d: &Differences) {
         say!("- removed  {r}");
     }
     for c in &d.changed {
-        match c.replaced {
-            true => say!(
+        if c.replaced {
+            say!(
                 "~ replaced {} (an immutable field changes: deleted and created again)",
                 c.object
-            ),
-            false => say!("~ changed  {}", c.object),
+            );
+        } else {
+            say!("~ changed  {}", c.object);
         }
         if !c.secret_keys.is_empty() {
             say!(

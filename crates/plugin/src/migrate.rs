@@ -189,12 +189,11 @@ struct Adoption {
 }
 
 async fn inventory(cluster: &Cluster) -> anyhow::Result<Option<Vec<Value>>> {
-    let api = match cluster
+    let Ok(api) = cluster
         .api(INVENTORY_API_VERSION, INVENTORY_KIND, None)
         .await
-    {
-        Ok(a) => a,
-        Err(_) => return Ok(None),
+    else {
+        return Ok(None);
     };
     let list = match api.list(&ListParams::default()).await {
         Ok(l) => l,
@@ -284,16 +283,13 @@ async fn live_object(
     ns: &str,
     name: &str,
 ) -> anyhow::Result<Result<Value, String>> {
-    let api = match cluster
+    let Ok(api) = cluster
         .api(av, kind, Some(ns).filter(|n| !n.is_empty()))
         .await
-    {
-        Ok(a) => a,
-        Err(_) => {
-            return Ok(Err(format!(
-                "{kind} {name} (the cluster does not serve {kind} of {av})"
-            )));
-        }
+    else {
+        return Ok(Err(format!(
+            "{kind} {name} (the cluster does not serve {kind} of {av})"
+        )));
     };
     match api.get_opt(name).await {
         Ok(Some(l)) => Ok(Ok(serde_json::to_value(l)?)),

@@ -87,7 +87,10 @@ pub fn embedded() -> anyhow::Result<Manifest> {
 /// Reads a manifest over http(s); GitHub's release downloads redirect to its asset hosts.
 async fn download(url: &str) -> anyhow::Result<String> {
     let config = HttpConfig {
-        redirect_hosts: GITHUB_ASSET_HOSTS.iter().map(|h| h.to_string()).collect(),
+        redirect_hosts: GITHUB_ASSET_HOSTS
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
         ..HttpConfig::default()
     };
     let body = Http::new(url, None, config)?

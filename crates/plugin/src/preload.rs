@@ -194,7 +194,7 @@ fn write(args: &Args, namespaces: &[String], docs: &[Value]) -> anyhow::Result<b
     let text = capi_yaml::to_multi_doc(&all)?;
     match &args.output {
         Some(p) if p.as_os_str() != "-" => {
-            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?
+            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
         }
         _ => match std::io::stdout().write_all(text.as_bytes()) {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(false),

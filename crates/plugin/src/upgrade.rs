@@ -709,7 +709,7 @@ async fn upgrade_core_first(
         if group.is_empty() {
             continue;
         }
-        for m in group.iter() {
+        for m in group {
             set_version(cluster, m).await?;
         }
         let targets: Vec<Target> = group

@@ -43,7 +43,7 @@ fn state() -> MutexGuard<'static, State> {
     static STATE: OnceLock<Mutex<State>> = OnceLock::new();
     let m = STATE.get_or_init(|| Mutex::new(State::default()));
     // A test that panicked while starting a cluster leaves the state as it was: still usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The binary-wide lock of [`isolated`] (and of [`crate::serial`]).

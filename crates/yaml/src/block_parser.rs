@@ -897,7 +897,39 @@ impl<'a> Parser<'a> {
     fn block_scalar(&mut self, parent: isize) -> R<String> {
         let literal = self.cur() == b'|';
         self.pos += 1;
-        // Chomping: Some(true) keep, Some(false) strip, None clip.
+        let (keep, explicit) = self.block_scalar_header()?;
+        let (indent, leading_blank_max) = self.block_scalar_indent(parent, explicit)?;
+        let Some(indent) = indent else {
+            // No content lines: empty, but for the blank lines kept by `+`.
+            if leading_blank_max > 0 {
+                return bail("block scalar of blank lines with spaces");
+            }
+            return Ok(self.empty_block_scalar(keep == Some(true)));
+        };
+        if leading_blank_max > indent {
+            return bail("leading blank line longer than the indentation");
+        }
+        // First the content lines, so that the text is allocated once at its size.
+        let mut lines = std::mem::take(&mut self.lines);
+        lines.clear();
+        let empties = self.block_scalar_lines(indent, literal, &mut lines)?;
+        if lines.is_empty() {
+            self.lines = lines;
+            return bail("block scalar without content");
+        }
+        let trailing = match keep {
+            Some(false) => 0,
+            None => 1,
+            Some(true) => empties + 1,
+        };
+        let out = self.join_block_lines(&lines, literal, trailing);
+        self.lines = lines;
+        Ok(out)
+    }
+
+    /// The header after `|` or `>`: chomping (Some(true) keep, Some(false) strip, None clip)
+    /// and the explicit indentation indicator; the rest of its line is consumed.
+    fn block_scalar_header(&mut self) -> R<(Option<bool>, Option<usize>)> {
         let mut keep: Option<bool> = None;
         let mut explicit: Option<usize> = None;
         for _ in 0..2 {
@@ -913,8 +945,16 @@ impl<'a> Parser<'a> {
             return bail("bad block scalar header");
         }
         self.finish_line()?;
+        Ok((keep, explicit))
+    }
 
-        // Content indentation: explicit, or that of the first non-empty line.
+    /// The content's indentation (explicit, or that of the first non-empty line; None when
+    /// there is no content line) and the longest blank line before it.
+    fn block_scalar_indent(
+        &self,
+        parent: isize,
+        explicit: Option<usize>,
+    ) -> R<(Option<usize>, usize)> {
         let mut leading_blank_max = 0;
         let indent = match explicit {
             // At the root the indicator is the indentation itself.
@@ -944,20 +984,17 @@ impl<'a> Parser<'a> {
             // Lines not indented past the parent are not the scalar's.
             .filter(|&n| n as isize > parent),
         };
-        let Some(indent) = indent else {
-            // No content lines: empty, but for the blank lines kept by `+`.
-            if leading_blank_max > 0 {
-                return bail("block scalar of blank lines with spaces");
-            }
-            return Ok(self.empty_block_scalar(keep == Some(true)));
-        };
-        if leading_blank_max > indent {
-            return bail("leading blank line longer than the indentation");
-        }
+        Ok((indent, leading_blank_max))
+    }
 
-        // First the content lines, so that the text is allocated once at its size.
-        let mut lines = std::mem::take(&mut self.lines);
-        lines.clear();
+    /// The content lines at `indent` into `lines`; returns the count of empty lines after the
+    /// last one.
+    fn block_scalar_lines(
+        &mut self,
+        indent: usize,
+        literal: bool,
+        lines: &mut Vec<ContentLine>,
+    ) -> R<usize> {
         let mut empties = 0;
         loop {
             let ls = self.pos;
@@ -1022,15 +1059,12 @@ impl<'a> Parser<'a> {
             empties = 0;
             self.pos = (end + 1).min(self.b.len());
         }
-        if lines.is_empty() {
-            self.lines = lines;
-            return bail("block scalar without content");
-        }
-        let trailing = match keep {
-            Some(false) => 0,
-            None => 1,
-            Some(true) => empties + 1,
-        };
+        Ok(empties)
+    }
+
+    /// The scalar's text from its content lines, folded unless `literal`, with `trailing`
+    /// line breaks.
+    fn join_block_lines(&self, lines: &[ContentLine], literal: bool, trailing: usize) -> String {
         let size = lines
             .iter()
             .map(|l| l.end - l.start + l.empties_before + 1)
@@ -1050,8 +1084,7 @@ impl<'a> Parser<'a> {
             out.push_str(&self.s[l.start..l.end]);
         }
         out.extend(std::iter::repeat_n('\n', trailing));
-        self.lines = lines;
-        Ok(out)
+        out
     }
 
     /// A block scalar without content lines at `pos`: its blank lines are consumed, and

@@ -7,8 +7,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use crate::{ContainerImage, ImageMeta};
 
 use super::{
-    ContainerSpec, DeploymentSpec, FetchConfiguration, LeaderElectionConfiguration, ManagerSpec,
-    Patch, ProviderSpec,
+    ContainerSpec, ControllerConfigurationSpec, DeploymentSpec, FetchConfiguration,
+    LeaderElectionConfiguration, ManagerSpec, Patch, ProviderSpec,
     flags::{Flags, flag_name, parse_go_duration, whole_seconds},
 };
 
@@ -292,6 +292,42 @@ fn convert_manager(
     ignored: &mut Vec<String>,
 ) -> Result<Option<crate::ManagerSpec>, ConversionError> {
     let mut out = crate::ManagerSpec::default();
+    convert_durations(m, path, &mut out)?;
+    let mut flags = Flags::default();
+    if let Some(c) = &m.controller {
+        convert_controller(c, path, &mut flags, ignored)?;
+    }
+    out.cache_namespace = convert_namespace(m, container_namespace, path, &mut flags)?;
+    convert_endpoints(m, path, &mut out)?;
+    out.profiler_address = non_empty(&m.profiler_address);
+    out.max_concurrent_reconciles = match m.max_concurrent_reconciles {
+        None | Some(0) => None,
+        Some(n) => Some(in_range(
+            &format!("{path}.maxConcurrentReconciles"),
+            n,
+            1,
+            I32_MAX,
+        )?),
+    };
+    out.verbosity = match m.verbosity {
+        None | Some(GO_DEFAULT_VERBOSITY) => None,
+        Some(v) => Some(in_range(&format!("{path}.verbosity"), v, 0, I32_MAX)?),
+    };
+    if !m.feature_gates.is_empty() {
+        out.feature_gates = Some(m.feature_gates.clone());
+    }
+    if !flags.0.is_empty() {
+        out.additional_args = Some(flags.0);
+    }
+    Ok((out != crate::ManagerSpec::default()).then_some(out))
+}
+
+/// The sync period, leader election and graceful shutdown: durations checked as Go parses them.
+fn convert_durations(
+    m: &ManagerSpec,
+    path: &str,
+    out: &mut crate::ManagerSpec,
+) -> Result<(), ConversionError> {
     if let Some(p) = &m.sync_period {
         let secs = whole_seconds(&format!("{path}.syncPeriod"), p)?;
         if secs > 0 {
@@ -312,36 +348,54 @@ fn convert_manager(
         })?;
         out.graceful_shutdown = Some(g.clone());
     }
-    let mut flags = Flags::default();
-    if let Some(c) = &m.controller {
-        if c.cache_sync_timeout.is_some() {
-            ignored.push(format!(
-                "{path}.controller.cacheSyncTimeout is ignored: no manager flag sets it (the other operator ignored it too); give the provider's own timeout flag in additionalArgs if it has one"
-            ));
-        }
-        if c.recover_panic.is_some() {
-            ignored.push(format!(
-                "{path}.controller.recoverPanic is ignored: no manager flag sets it (the other operator ignored it too); give the provider's own flag in additionalArgs if it has one"
-            ));
-        }
-        for (group_kind, n) in &c.group_kind_concurrency {
-            let field = format!("{path}.controller.groupKindConcurrency[{group_kind}]");
-            let kind = group_kind
-                .split_once('.')
-                .map_or(group_kind.as_str(), |(k, _)| k)
-                .to_ascii_lowercase();
-            if kind.is_empty() || kind.contains(char::is_whitespace) || kind.contains('=') {
-                return Err(ConversionError::InvalidFlagName {
-                    field,
-                    key: group_kind.clone(),
-                });
-            }
-            flags.insert(&field, format!("{kind}-concurrency"), n.to_string())?;
-        }
+    Ok(())
+}
+
+/// `manager.controller`: per-kind concurrency becomes `--<kind>-concurrency` flags; the settings
+/// no manager flag carries are noted in `ignored`.
+fn convert_controller(
+    c: &ControllerConfigurationSpec,
+    path: &str,
+    flags: &mut Flags,
+    ignored: &mut Vec<String>,
+) -> Result<(), ConversionError> {
+    if c.cache_sync_timeout.is_some() {
+        ignored.push(format!(
+            "{path}.controller.cacheSyncTimeout is ignored: no manager flag sets it (the other operator ignored it too); give the provider's own timeout flag in additionalArgs if it has one"
+        ));
     }
-    // The namespace flag: manager.cacheNamespace wins over the container's args (the other
-    // operator sets it after them); additionalArgs may only repeat the same value (the other
-    // operator refuses an additional arg that is already set).
+    if c.recover_panic.is_some() {
+        ignored.push(format!(
+            "{path}.controller.recoverPanic is ignored: no manager flag sets it (the other operator ignored it too); give the provider's own flag in additionalArgs if it has one"
+        ));
+    }
+    for (group_kind, n) in &c.group_kind_concurrency {
+        let field = format!("{path}.controller.groupKindConcurrency[{group_kind}]");
+        let kind = group_kind
+            .split_once('.')
+            .map_or(group_kind.as_str(), |(k, _)| k)
+            .to_ascii_lowercase();
+        if kind.is_empty() || kind.contains(char::is_whitespace) || kind.contains('=') {
+            return Err(ConversionError::InvalidFlagName {
+                field,
+                key: group_kind.clone(),
+            });
+        }
+        flags.insert(&field, format!("{kind}-concurrency"), n.to_string())?;
+    }
+    Ok(())
+}
+
+/// The namespace flag: manager.cacheNamespace wins over the container's args (the other
+/// operator sets it after them); additionalArgs may only repeat the same value (the other
+/// operator refuses an additional arg that is already set). The other additional args go to
+/// `flags`.
+fn convert_namespace(
+    m: &ManagerSpec,
+    container_namespace: Option<(String, String)>,
+    path: &str,
+    flags: &mut Flags,
+) -> Result<Option<String>, ConversionError> {
     let mut namespace = non_empty(&m.cache_namespace);
     let args_field = format!("{path}.additionalArgs");
     for (key, value) in &m.additional_args {
@@ -365,7 +419,15 @@ fn convert_manager(
             _ => namespace = Some(value.clone()),
         }
     }
-    out.cache_namespace = namespace.or(container_namespace.map(|(ns, _)| ns));
+    Ok(namespace.or(container_namespace.map(|(ns, _)| ns)))
+}
+
+/// The metrics, health and webhook endpoints, each kept only when one of its fields is set.
+fn convert_endpoints(
+    m: &ManagerSpec,
+    path: &str,
+    out: &mut crate::ManagerSpec,
+) -> Result<(), ConversionError> {
     let metrics = crate::ControllerMetrics {
         bind_address: non_empty(&m.metrics.bind_address),
         diagnostics_address: non_empty(&m.metrics.diagnostics_address),
@@ -393,27 +455,7 @@ fn convert_manager(
     if webhook != crate::ControllerWebhook::default() {
         out.webhook = Some(webhook);
     }
-    out.profiler_address = non_empty(&m.profiler_address);
-    out.max_concurrent_reconciles = match m.max_concurrent_reconciles {
-        None | Some(0) => None,
-        Some(n) => Some(in_range(
-            &format!("{path}.maxConcurrentReconciles"),
-            n,
-            1,
-            I32_MAX,
-        )?),
-    };
-    out.verbosity = match m.verbosity {
-        None | Some(GO_DEFAULT_VERBOSITY) => None,
-        Some(v) => Some(in_range(&format!("{path}.verbosity"), v, 0, I32_MAX)?),
-    };
-    if !m.feature_gates.is_empty() {
-        out.feature_gates = Some(m.feature_gates.clone());
-    }
-    if !flags.0.is_empty() {
-        out.additional_args = Some(flags.0);
-    }
-    Ok((out != crate::ManagerSpec::default()).then_some(out))
+    Ok(())
 }
 
 const I32_MAX: i64 = i32::MAX as i64;

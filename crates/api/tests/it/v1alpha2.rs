@@ -78,7 +78,7 @@ fn strings<V: Clone>(pairs: &[(&str, V)]) -> BTreeMap<String, V> {
 // published), and objects as its air-gapped, patching and additional-manifests pages show them
 // (shortened, in our own layout).
 
-const AZURE_CONFIGMAPS: &str = r#"
+const AZURE_CONFIGMAPS: &str = r"
 apiVersion: operator.cluster.x-k8s.io/v1alpha2
 kind: InfrastructureProvider
 metadata:
@@ -92,7 +92,7 @@ spec:
     selector:
       matchLabels:
         provider-components: azure
-"#;
+";
 
 const AZURE_OCI: &str = r#"
 apiVersion: operator.cluster.x-k8s.io/v1alpha2
@@ -177,7 +177,7 @@ spec:
     url: "https://github.com/owner/repo/releases"
 "#;
 
-const MANIFEST_PATCHES: &str = r#"
+const MANIFEST_PATCHES: &str = r"
 apiVersion: operator.cluster.x-k8s.io/v1alpha2
 kind: CoreProvider
 metadata:
@@ -191,7 +191,7 @@ spec:
     metadata:
       labels:
           test-label: test-value
-"#;
+";
 
 const TARGETED_PATCHES: &str = r#"
 apiVersion: operator.cluster.x-k8s.io/v1alpha2
@@ -222,7 +222,7 @@ spec:
       labelSelector: "cluster.x-k8s.io/provider=cluster-api"
 "#;
 
-const ADDITIONAL_MANIFESTS: &str = r#"
+const ADDITIONAL_MANIFESTS: &str = r"
 apiVersion: operator.cluster.x-k8s.io/v1alpha2
 kind: CoreProvider
 metadata:
@@ -231,7 +231,7 @@ metadata:
 spec:
   additionalManifests:
     name: additional-manifests
-"#;
+";
 
 // Every spec field of the API set once, in the API's JSON names.
 fn full_spec() -> Value {

@@ -29,11 +29,14 @@ fn strings(v: Option<&Value>) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-fn check_aggregated_role(objects: &[Value], infra: &Value, out: &mut Vec<Finding>) {
-    const CHECK: &str = "aggregate-to-manager";
-    let (kind, group) = (crd_kind(infra), crd_group(infra));
-    let plural = str_at(infra, "/spec/names/plural");
-    let roles: Vec<&Value> = objects
+/// The verbs the ClusterRoles labelled for aggregation to the core manager grant on
+/// `plural.group` (`*` included), and the names of the roles that grant any.
+fn aggregated_grants<'a>(
+    objects: &'a [Value],
+    group: &str,
+    plural: &str,
+) -> (BTreeSet<&'a str>, Vec<&'a str>) {
+    let roles = objects
         .iter()
         .filter(|o| o.get("kind").and_then(Value::as_str) == Some("ClusterRole"))
         .filter(|o| {
@@ -41,11 +44,10 @@ fn check_aggregated_role(objects: &[Value], infra: &Value, out: &mut Vec<Finding
                 .and_then(|l| l.get(AGGREGATE_TO_MANAGER_LABEL))
                 .and_then(Value::as_str)
                 == Some("true")
-        })
-        .collect();
+        });
     let mut verbs: BTreeSet<&str> = BTreeSet::new();
     let mut granting = Vec::new();
-    for role in &roles {
+    for role in roles {
         for rule in role
             .get("rules")
             .and_then(Value::as_array)
@@ -62,6 +64,15 @@ fn check_aggregated_role(objects: &[Value], infra: &Value, out: &mut Vec<Finding
             }
         }
     }
+    granting.dedup();
+    (verbs, granting)
+}
+
+fn check_aggregated_role(objects: &[Value], infra: &Value, out: &mut Vec<Finding>) {
+    const CHECK: &str = "aggregate-to-manager";
+    let (kind, group) = (crd_kind(infra), crd_group(infra));
+    let plural = str_at(infra, "/spec/names/plural");
+    let (verbs, granting) = aggregated_grants(objects, group, plural);
     let missing: Vec<&str> = if verbs.contains("*") {
         Vec::new()
     } else {
@@ -71,7 +82,6 @@ fn check_aggregated_role(objects: &[Value], infra: &Value, out: &mut Vec<Finding
             .filter(|v| !verbs.contains(v))
             .collect()
     };
-    granting.dedup();
     // The core controller's own role grants the SIG's group in full: the contract asks the
     // aggregated role of providers of other groups only.
     if group == SIG_INFRASTRUCTURE_GROUP && granting.is_empty() {

@@ -185,9 +185,12 @@ fn diagnose(doc: &Value, op: &PatchOperation, kind: &PatchErrorKind) -> OpFailur
         (PatchErrorKind::InvalidFromPointer, PatchOperation::Copy(o)) => {
             from_failure(lookup_failure(doc, &o.from))
         }
-        (_, PatchOperation::Add(AddOperation { path, .. }))
-        | (_, PatchOperation::Move(MoveOperation { path, .. }))
-        | (_, PatchOperation::Copy(CopyOperation { path, .. })) => insertion_failure(doc, path),
+        (
+            _,
+            PatchOperation::Add(AddOperation { path, .. })
+            | PatchOperation::Move(MoveOperation { path, .. })
+            | PatchOperation::Copy(CopyOperation { path, .. }),
+        ) => insertion_failure(doc, path),
         (_, PatchOperation::Remove(o)) => removal_failure(doc, &o.path),
         (_, op) => lookup_failure(doc, op.path()),
     }
@@ -328,6 +331,7 @@ mod tests {
     }
 
     /// (name, document, patch, expected result or None for an error).
+    #[allow(clippy::too_many_lines, reason = "a table of cases, one per entry")]
     fn rfc6902_cases() -> Vec<(&'static str, Value, Value, Option<Value>)> {
         vec![
             (
@@ -649,6 +653,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines, reason = "a table of cases, one per entry")]
     fn rfc6902_failures_say_why() {
         let doc = json!({"s": "x", "l": [1, 2], "m": {"a": 1}});
         // (operation, why it fails on doc)

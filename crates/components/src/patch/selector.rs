@@ -329,7 +329,7 @@ impl SelectorParser {
             };
             values.push(value);
             match self.next() {
-                Some(Token::Comma) => continue,
+                Some(Token::Comma) => {}
                 Some(Token::Close) => break,
                 other => {
                     return Err(format!(

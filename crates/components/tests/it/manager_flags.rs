@@ -320,7 +320,7 @@ fn kubeadm_managers_of_v1_11_get_their_own_concurrency_flags() -> TestResult {
     Ok(())
 }
 
-const UNKNOWN: &str = r#"
+const UNKNOWN: &str = r"
 apiVersion: v1
 kind: Namespace
 metadata: {name: sample-system}
@@ -335,7 +335,7 @@ spec:
       - name: manager
         image: registry.example/sample-controller:v0.1.0
         args: [--leader-elect, ARGS]
-"#;
+";
 
 fn unknown(args: &str, manager: Value) -> Result<Rendered, Box<dyn std::error::Error>> {
     let release = Release {

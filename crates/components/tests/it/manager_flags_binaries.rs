@@ -115,7 +115,11 @@ fn compare(repository: &str, tag: &str, binary: &PathBuf) -> Result<(), String> 
             binary.display()
         ));
     }
-    let table: BTreeSet<String> = set.flags.iter().map(|f| f.to_string()).collect();
+    let table: BTreeSet<String> = set
+        .flags
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     let missing: Vec<&String> = table.difference(&real).collect();
     let unlisted: Vec<&String> = real.difference(&table).collect();
     let unlisted_concurrency: Vec<&&String> = unlisted

@@ -132,7 +132,9 @@ struct Fixture {
 static FIXTURE: Mutex<Option<Fixture>> = Mutex::new(None);
 
 fn fixture() -> MutexGuard<'static, Option<Fixture>> {
-    FIXTURE.lock().unwrap_or_else(|p| p.into_inner())
+    FIXTURE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One test's hold on the area: its cluster and a client of its own runtime.
@@ -237,7 +239,7 @@ async fn install_core(cluster: &TestCluster, client: &Client) -> TestResult {
     // No version: the operator resolves the latest release and writes it into spec.version.
     apply(
         cluster,
-        r#"apiVersion: management.cluster.x-k8s.io/v1alpha1
+        r"apiVersion: management.cluster.x-k8s.io/v1alpha1
 kind: CoreProvider
 metadata:
   name: cluster-api
@@ -247,7 +249,7 @@ spec:
     selector:
       matchLabels:
         provider.cluster.x-k8s.io/name: sample-core
-"#,
+",
     )?;
     wait_condition(
         client,

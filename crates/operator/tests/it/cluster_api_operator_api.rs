@@ -73,7 +73,7 @@ spec:
 "#;
 
 /// The same core provider declared in this operator's API: a duplicate.
-const DUPLICATE_CORE: &str = r#"
+const DUPLICATE_CORE: &str = r"
 apiVersion: management.cluster.x-k8s.io/v1alpha1
 kind: CoreProvider
 metadata:
@@ -81,7 +81,7 @@ metadata:
   namespace: capi-system
 spec:
   version: v1.12.0
-"#;
+";
 
 /// A flag without dashes, which cluster-api-operator would pass as a positional argument.
 const UNTRANSLATABLE: &str = r#"
@@ -98,7 +98,7 @@ spec:
 "#;
 
 /// An object cluster-api-operator still manages (its finalizer is on it).
-const HELD: &str = r#"
+const HELD: &str = r"
 apiVersion: operator.cluster.x-k8s.io/v1alpha2
 kind: IPAMProvider
 metadata:
@@ -108,7 +108,7 @@ metadata:
   - provider.cluster.x-k8s.io
 spec:
   version: v1.0.0
-"#;
+";
 
 fn container(d: &Deployment) -> Option<k8s_openapi::api::core::v1::Container> {
     d.spec
@@ -568,7 +568,7 @@ async fn migrate_convert_refuses_a_restart_then_replaces_the_objects() -> TestRe
     // cluster-api-operator's Deployment (kwok runs its pod).
     apply(
         cluster,
-        r#"apiVersion: apps/v1
+        r"apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: capi-operator-controller-manager
@@ -582,7 +582,7 @@ spec:
       containers:
       - name: manager
         image: registry.k8s.io/capi-operator/cluster-api-operator:v0.28.0
-"#,
+",
     )?;
     // Its release ConfigMap, named and labelled as it writes them (gzip above 1 MiB).
     let metadata = std::fs::read_to_string(base.join("metadata.yaml"))?;
@@ -782,7 +782,7 @@ fn synthetic_release(
         .map(|v| format!("  {}: ${{{v}}}\n", v.to_lowercase()))
         .collect();
     let components = format!(
-        r#"apiVersion: v1
+        r"apiVersion: v1
 kind: Namespace
 metadata:
   name: {namespace}
@@ -817,7 +817,7 @@ spec:
         args:
         - --leader-elect
         - --metrics-bind-addr=localhost:8080
-"#
+"
     );
     std::fs::write(base.join(file), components)?;
     Ok(())
@@ -1194,7 +1194,7 @@ async fn every_kind_installs_upgrades_and_deletes_through_v1alpha2() -> TestResu
     // The addon provider's additional manifests.
     apply(
         cluster,
-        r#"apiVersion: v1
+        r"apiVersion: v1
 kind: ConfigMap
 metadata:
   name: addon-extras
@@ -1208,7 +1208,7 @@ data:
       namespace: sample-addon-system
     data:
       mode: strict
-"#,
+",
     )?;
     let mut objects = Vec::new();
     for (kind, word, ns, _) in others {

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use support::*;
 
-const PROVIDERS: &str = r#"
+const PROVIDERS: &str = r"
 apiVersion: management.cluster.x-k8s.io/v1alpha1
 kind: CoreProvider
 metadata:
@@ -35,7 +35,7 @@ spec:
   version: v0.2.0
   fetchConfig:
     url: https://github.com/example-org/sample-extension/releases
-"#;
+";
 
 /// Writes a release ConfigMap exactly as cluster-api-operator names and labels it.
 async fn go_release(

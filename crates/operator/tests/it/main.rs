@@ -1,6 +1,11 @@
 //! The integration tests of `operator`: one binary, one module per area (see the section on
 //! tests in docs/development.md for the names and how to select them).
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a scenario test reads top to bottom as the story it checks"
+)]
+
 mod adoption;
 mod behaviour;
 mod cert_manager_missing;

@@ -66,7 +66,7 @@ fn elect_args() -> Vec<String> {
         "1",
     ]
     .iter()
-    .map(|a| a.to_string())
+    .map(std::string::ToString::to_string)
     .collect()
 }
 

@@ -21,7 +21,7 @@ const CREDENTIAL: &str = "s3cr3t-Kx9QmZ2vT7wLp4Rj";
 
 fn manifest(extra_vars: &str) -> String {
     format!(
-        r#"apiVersion: v1
+        r"apiVersion: v1
 kind: Secret
 metadata:
   name: core-credentials
@@ -58,7 +58,7 @@ spec:
     selector:
       matchLabels:
         provider.cluster.x-k8s.io/name: sample-core
-"#
+"
     )
 }
 

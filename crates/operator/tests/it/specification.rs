@@ -28,7 +28,7 @@ fn stand_in(name: &str, version: &str, env: &[(&str, &str)]) -> String {
         .map(|(k, v)| format!("            - name: {k}\n              value: \"{v}\"\n"))
         .collect();
     format!(
-        r#"apiVersion: v1
+        r"apiVersion: v1
 kind: Namespace
 metadata:
   name: {name}-system
@@ -52,7 +52,7 @@ spec:
           args:
             - --leader-elect
           env:
-{env}"#
+{env}"
     )
 }
 
@@ -210,7 +210,7 @@ async fn specification_examples_work_as_written() -> TestResult {
     }
     apply(
         cluster,
-        r#"
+        r"
 apiVersion: v1
 kind: Secret
 metadata: {name: capi-variables, namespace: capi-kubeadm-control-plane-system}
@@ -227,7 +227,7 @@ apiVersion: management.cluster.x-k8s.io/v1alpha1
 kind: CoreProvider
 metadata: {name: cluster-api, namespace: capi-system}
 spec: {version: v0.3.10}
-"#,
+",
     )?;
     ready("CoreProvider", "capi-system", "cluster-api").await?;
 

@@ -36,7 +36,7 @@ fn manifest(version: &str) -> String {
         .join("---\n")
 }
 
-const CUSTOM_RESOURCES: &str = r#"
+const CUSTOM_RESOURCES: &str = r"
 apiVersion: cluster.x-k8s.io/v1beta2
 kind: Cluster
 metadata:
@@ -63,7 +63,7 @@ spec:
     spec:
       kubeadmConfigSpec:
         format: cloud-config
-"#;
+";
 
 async fn images(client: &kube::Client, ns: &str) -> Vec<String> {
     let Ok(list) = Api::<Deployment>::namespaced(client.clone(), ns)
@@ -73,7 +73,7 @@ async fn images(client: &kube::Client, ns: &str) -> Vec<String> {
         return Vec::new();
     };
     list.into_iter()
-        .flat_map(|d| {
+        .filter_map(|d| {
             d.spec
                 .map(|s| s.template.spec.unwrap_or_default().containers)
         })

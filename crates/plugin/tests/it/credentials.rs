@@ -80,7 +80,7 @@ async fn plugin(
     args: &[&str],
     env: &[(String, String)],
 ) -> Result<Run, Box<dyn std::error::Error>> {
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let args: Vec<String> = args.iter().map(std::string::ToString::to_string).collect();
     let env = env.to_vec();
     Ok(tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();

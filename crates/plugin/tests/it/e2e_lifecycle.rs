@@ -45,7 +45,7 @@ fn patch_releases(repo: &TempDir) -> std::io::Result<()> {
 
 /// `upgrade apply` of chosen providers: refusals first, then the core and infrastructure
 /// providers to v0.1.1 while the bootstrap provider stays at v0.1.0.
-async fn upgrade_chosen(cluster: &TestCluster, repo: &TempDir) -> TestResult {
+fn upgrade_chosen(cluster: &TestCluster, repo: &TempDir) -> TestResult {
     patch_releases(repo)?;
     let r = repo.s();
     let base = ["upgrade", "apply", "--repository", &r];
@@ -128,7 +128,7 @@ async fn init_upgrade_chosen_and_delete_as_clusterctl() -> TestResult {
     };
     all_ready(cluster).await.map_err(|e| log(e.into()))?;
 
-    upgrade_chosen(cluster, &repo).await.map_err(log)?;
+    upgrade_chosen(cluster, &repo).map_err(log)?;
 
     // Refusals change nothing.
     let unknown = plugin_env(Some(cluster), &["delete", "--bootstrap", "kubeadm"], &[])?;

@@ -764,7 +764,7 @@ async fn preload_images_lists_and_copies_into_a_mirror() -> TestResult {
     .map(String::from);
     let run = |extra: &[&str]| {
         let mut args = base.to_vec();
-        args.extend(extra.iter().map(|s| s.to_string()));
+        args.extend(extra.iter().map(std::string::ToString::to_string));
         tokio::task::spawn_blocking(move || {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             plugin_ok(None, &args).map_err(|e| e.to_string())
@@ -833,7 +833,7 @@ fn the_built_in_operator_manifest_is_the_kustomization() -> TestResult {
         let docs = capi_yaml::parse_documents(text, &capi_yaml::Limits::default())?;
         Ok(docs
             .into_iter()
-            .filter(|d| d.is_object())
+            .filter(serde_json::Value::is_object)
             .map(|d| {
                 let key = format!(
                     "{} {}/{}",

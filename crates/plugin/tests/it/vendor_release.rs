@@ -197,7 +197,7 @@ async fn init_substitutes_the_release_for_real() -> TestResult {
         .keys()
         .map(String::as_str)
         .collect();
-    keys.sort();
+    keys.sort_unstable();
     assert_eq!(
         keys,
         [

@@ -139,7 +139,7 @@ fn serialized_random_values_round_trip_through_the_fast_parser() -> Result<(), c
     let mut fallbacks = Vec::new();
     let cases = 3000;
     for case in 0..cases {
-        let docs: Vec<Value> = (0..1 + rng.below(3))
+        let docs: Vec<Value> = (0..=rng.below(3))
             .map(|_| random_value(&mut rng, 0))
             .collect();
         let text = if docs.len() == 1 && rng.below(2) == 0 {
@@ -186,7 +186,7 @@ const MUTATION_BYTES: &[u8] = b" \n:-#'\"[]{},|>&*!?%\t\\0123456789abcxyz.~+_";
 
 fn mutate(rng: &mut Rng, text: &str) -> String {
     let mut b = text.as_bytes().to_vec();
-    for _ in 0..1 + rng.below(3) {
+    for _ in 0..=rng.below(3) {
         let at = rng.below(b.len() + 1);
         match rng.below(5) {
             4 => {
@@ -233,11 +233,11 @@ fn mutated_texts_are_never_accepted_differently() -> Result<(), capi_yaml::Error
     let limits = Limits::default();
     let scale = fuzz_scale();
     let mut rng = Rng(0x1234_5678_9abc_def1 ^ scale.wrapping_mul(0x9e37_79b9));
-    let mut seeds: Vec<String> = SEEDS.iter().map(|s| s.to_string()).collect();
+    let mut seeds: Vec<String> = SEEDS.iter().map(std::string::ToString::to_string).collect();
     seeds.extend(SEEDS.iter().map(|s| s.replace('\n', "\r\n")));
     // And serializer output, which quotes and escapes in ways hand-written seeds do not.
     for _ in 0..500 {
-        let docs: Vec<Value> = (0..1 + rng.below(2))
+        let docs: Vec<Value> = (0..=rng.below(2))
             .map(|_| random_value(&mut rng, 0))
             .collect();
         seeds.push(to_multi_doc(&docs)?);

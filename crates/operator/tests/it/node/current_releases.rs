@@ -19,7 +19,7 @@ async fn the_v1_14_release_assembled_from_its_module_installs_and_becomes_ready(
     let cluster = real_node(test)?;
     cluster.install_crds()?;
     let client = cluster.client().await?;
-    install_cert_manager(cluster, &client, &parts).await?;
+    install_cert_manager(cluster, &client, &parts)?;
     load_real_releases(cluster, &client, &parts.releases, &[VERSION]).await?;
     let operator = start_operator(cluster, &[])?;
     apply_real(cluster, VERSION, |_| String::new())?;

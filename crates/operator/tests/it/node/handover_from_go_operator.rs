@@ -71,7 +71,7 @@ fn go_release(test: &str) -> Result<PathBuf, String> {
 /// the real node.
 fn go_object(kind: &str, ns: &str, name: &str, word: &str) -> String {
     format!(
-        r#"apiVersion: operator.cluster.x-k8s.io/v1alpha2
+        r"apiVersion: operator.cluster.x-k8s.io/v1alpha2
 kind: {kind}
 metadata:
   name: {name}
@@ -83,8 +83,7 @@ spec:
       matchLabels:
         provider.cluster.x-k8s.io/name: {name}
         provider.cluster.x-k8s.io/type: {word}
-{}"#,
-        ON_REAL_NODE
+{ON_REAL_NODE}"
     )
 }
 
@@ -117,7 +116,7 @@ async fn a_running_cluster_api_operator_is_handed_over_without_a_restart() -> Te
         let file = crds.join(format!("{}.management.cluster.x-k8s.io.yaml", t.plural()));
         cluster.kubectl_ok(&["apply", "--server-side", "-f", &file.to_string_lossy()])?;
     }
-    install_cert_manager(cluster, &client, &parts).await?;
+    install_cert_manager(cluster, &client, &parts)?;
     step("cert-manager running");
 
     // cluster-api-operator as its release installs it, its pod on the real node.

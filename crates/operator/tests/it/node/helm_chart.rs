@@ -76,7 +76,10 @@ fn render(
     all.extend_from_slice(args);
     let text = helm(&all)?;
     let docs = capi_yaml::parse_documents(&text, &capi_yaml::Limits::default())?;
-    Ok(docs.into_iter().filter(|d| d.is_object()).collect())
+    Ok(docs
+        .into_iter()
+        .filter(serde_json::Value::is_object)
+        .collect())
 }
 
 /// The operator Deployment's pod spec and its container.
@@ -234,7 +237,7 @@ fn check_providers(docs: &[Value]) -> TestResult {
         .iter()
         .filter_map(|n| n["metadata"]["name"].as_str())
         .collect();
-    namespaces.sort();
+    namespaces.sort_unstable();
     assert_eq!(
         namespaces,
         ["capd-system", "capi-system", "kubeadm-bootstrap-system"],

@@ -94,7 +94,7 @@ async fn an_image_that_cannot_be_pulled_is_reported_until_it_can() -> TestResult
     let cluster = real_node(test)?;
     cluster.install_crds()?;
     let client = cluster.client().await?;
-    install_cert_manager(cluster, &client, &parts).await?;
+    install_cert_manager(cluster, &client, &parts)?;
     load_real_releases(cluster, &client, &parts.releases, &["v1.12.0"]).await?;
     let operator = start_operator(cluster, &[])?;
 

@@ -76,7 +76,7 @@ async fn management_base(
 ) -> Result<(Client, capi_test_support::OperatorProcess), Box<dyn std::error::Error>> {
     cluster.install_crds()?;
     let client = cluster.client().await?;
-    install_cert_manager(cluster, &client, parts).await?;
+    install_cert_manager(cluster, &client, parts)?;
     let operator = start_operator(cluster, &[])?;
     Ok((client, operator))
 }

@@ -121,7 +121,7 @@ async fn the_operators_image_runs_from_its_chart_and_kustomization() -> TestResu
     let _area = capi_test_support::isolated(module_path!()).await;
     let cluster = real_node(test)?;
     let client = cluster.client().await?;
-    install_cert_manager(cluster, &client, &parts).await?;
+    install_cert_manager(cluster, &client, &parts)?;
     load_real_releases(cluster, &client, &parts.releases, &["v1.12.0"]).await?;
     let core = parts
         .releases
@@ -503,8 +503,7 @@ async fn from_kustomization(cluster: &TestCluster, client: &Client) -> TestResul
     std::fs::write(
         overlay.join("kustomization.yaml"),
         format!(
-            "resources: [{}]\npatches:\n- target: {{kind: Deployment, name: capi-provider-operator}}\n  patch: '[{{\"op\": \"add\", \"path\": \"/spec/template/spec/nodeSelector\", \"value\": {{\"{REAL_NODE_LABEL}\": \"true\"}}}}, {{\"op\": \"add\", \"path\": \"/spec/template/spec/tolerations\", \"value\": [{{\"key\": \"{REAL_NODE_LABEL}\", \"operator\": \"Exists\", \"effect\": \"NoSchedule\"}}]}}]'\n",
-            manifests
+            "resources: [{manifests}]\npatches:\n- target: {{kind: Deployment, name: capi-provider-operator}}\n  patch: '[{{\"op\": \"add\", \"path\": \"/spec/template/spec/nodeSelector\", \"value\": {{\"{REAL_NODE_LABEL}\": \"true\"}}}}, {{\"op\": \"add\", \"path\": \"/spec/template/spec/tolerations\", \"value\": [{{\"key\": \"{REAL_NODE_LABEL}\", \"operator\": \"Exists\", \"effect\": \"NoSchedule\"}}]}}]'\n"
         ),
     )?;
     let overlay = overlay.to_string_lossy();

@@ -34,7 +34,7 @@ pub(super) async fn installed(
 > {
     cluster.install_crds()?;
     let client = cluster.client().await?;
-    install_cert_manager(cluster, &client, parts).await?;
+    install_cert_manager(cluster, &client, parts)?;
     load_real_releases(cluster, &client, &parts.releases, &["v1.12.0"]).await?;
     let operator = start_operator(cluster, &[])?;
     apply_real(cluster, "v1.12.0", |_| String::new())?;

@@ -244,7 +244,7 @@ async fn set_up(parts: &RealParts) -> Result<Setup, Box<dyn std::error::Error>> 
     let cluster = real_node("workload")?;
     cluster.install_crds()?;
     let client = cluster.client().await?;
-    install_cert_manager(cluster, &client, parts).await?;
+    install_cert_manager(cluster, &client, parts)?;
     let versions = [V1BETA1_LINE, V1BETA2_LINE, NEWEST];
     load_real_releases(cluster, &client, &parts.releases, &versions).await?;
     load_capd_releases(cluster, &client, &[V1BETA1_LINE, V1BETA2_LINE, CAPD_NEWEST]).await?;
@@ -600,7 +600,7 @@ async fn workload_cluster_through_upgrades_contract_change_and_blocked_deletion(
         eprintln!(
             "{test}: {part} done at {:.0} s",
             started.elapsed().as_secs_f64()
-        )
+        );
     };
     let mut s = set_up(&parts).await?;
     lap("set-up");

@@ -115,7 +115,7 @@ pub fn container_pid(container_id: &str) -> Option<u32> {
 
 /// Installs cert-manager from its release manifest and waits until its webhook answers (which
 /// needs the controller, the CA injector and the webhook all running for real).
-pub async fn install_cert_manager(
+pub fn install_cert_manager(
     cluster: &TestCluster,
     _client: &Client,
     parts: &RealParts,
