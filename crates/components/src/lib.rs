@@ -8,6 +8,7 @@ pub mod before_apply;
 pub mod contract;
 pub mod customize;
 pub mod defaults;
+pub mod desired;
 pub mod inventory;
 pub mod manager_args;
 pub mod managers;

@@ -102,11 +102,31 @@ pub fn render_with(
     lookup: impl Fn(&str) -> Option<String>,
     extra: &RenderExtras,
 ) -> Result<Rendered, RenderError> {
+    render_in(provider, release, None, lookup, extra)
+}
+
+/// The contract `release` follows, from its metadata.
+pub fn release_contract(release: &Release) -> Result<String, RenderError> {
+    let metadata = Metadata::parse(&release.metadata)?;
+    Ok(metadata.contract_for(&release.version)?.to_string())
+}
+
+/// [`render_with`], given the release's `contract` when the caller has read it already (its
+/// metadata is then not parsed again).
+pub(crate) fn render_in(
+    provider: &AnyProvider,
+    release: &Release,
+    contract: Option<&str>,
+    lookup: impl Fn(&str) -> Option<String>,
+    extra: &RenderExtras,
+) -> Result<Rendered, RenderError> {
     let spec = provider.spec.normalized();
     // Read the patches first: a malformed patch is reported without the cost of rendering.
     let patches = patch::SpecPatches::parse(&spec.patches, &spec.manifest_patches)?;
-    let metadata = Metadata::parse(&release.metadata)?;
-    let contract = metadata.contract_for(&release.version)?.to_string();
+    let contract = match contract {
+        Some(c) => c.to_string(),
+        None => release_contract(release)?,
+    };
     let text = pipeline::substitute_within(&release.components, &lookup, &extra.limits)?;
     let mut objects = pipeline::parse_objects_within(&text, &extra.limits)?;
     drop(text);

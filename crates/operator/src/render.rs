@@ -4,8 +4,8 @@ use std::{collections::BTreeMap, path::Path};
 
 use anyhow::{Context, bail};
 use capi_components::{
-    before_apply::{Pause, finalize},
-    render::{RenderExtras, render_with},
+    desired::{Inputs, desired},
+    render::RenderExtras,
 };
 use capi_operator_api::AnyProvider;
 use capi_release_sources::{fetch_release, local::LocalSource};
@@ -115,34 +115,28 @@ pub fn run(args: &Args<'_>) -> anyhow::Result<()> {
         return Ok(());
     }
     let vars = read_variables(args.variables)?;
-    let extras = RenderExtras {
-        mirror: Default::default(),
-        additional_manifests: additional,
-        limits: Default::default(),
-    };
-    let mut rendered = render_with(&provider, &release, |k| vars.get(k).cloned(), &extras)?;
     // Nothing is installed from render's point of view: a paused provider is shown as its
-    // first install, every Deployment at zero replicas.
-    let pause = if provider.spec.paused {
-        Pause::Paused {
-            version_changes: true,
-        }
-    } else {
-        Pause::Running
+    // first install, every Deployment at zero replicas, and the inventory entry is kept, as
+    // the operator does by default.
+    let inputs = Inputs {
+        extras: RenderExtras {
+            additional_manifests: additional,
+            ..Default::default()
+        },
+        paused: provider.spec.paused,
+        inventory: true,
+        ..Default::default()
     };
-    finalize(&mut rendered.objects, &provider, pause);
-    // Applied after the release's objects, as the operator does by default.
-    rendered.objects.push(capi_components::inventory::entry(
-        &provider,
-        &release.version,
-    ));
+    let desired = desired(&provider, &release, |k| vars.get(k).cloned(), &inputs)?;
     // The same findings the operator puts on the ManagerConfigured condition; on stderr so the
     // objects on stdout stay exactly what the operator applies.
-    for r in &rendered.managers {
+    for r in &desired.managers {
         for f in &r.findings {
             eprintln!("warning: {} {}", f.field, f.problem);
         }
     }
-    print!("{}", capi_yaml::to_multi_doc(&rendered.objects)?);
+    let mut objects = desired.objects;
+    objects.extend(desired.entry);
+    print!("{}", capi_yaml::to_multi_doc(&objects)?);
     Ok(())
 }

@@ -12,8 +12,8 @@ use std::{collections::BTreeMap, path::PathBuf};
 use anyhow::{Context, bail};
 use capi_cluster_io::provider_inputs::{self, Manifests, Variables};
 use capi_components::{
-    before_apply::{Pause, finalize},
-    render::{RenderExtras, render_with},
+    desired::{Inputs, desired},
+    render::RenderExtras,
     rotation,
 };
 use capi_operator_api::AnyProvider;
@@ -170,48 +170,34 @@ pub async fn render(
     let located = locate_provider(&cluster.client, p, &target.source, &vars)?;
     let version = p.spec.version.as_deref().filter(|v| !v.is_empty());
     let release = located.fetch(version).await?;
-    let extras = RenderExtras {
-        additional_manifests: additional(cluster, p).await?,
-        mirror: target.mirror.mirror()?,
-        limits: Default::default(),
+    // The Deployments carry the hash of what they read, given what the running ones carry, so
+    // a diff shows a roll only where one happens.
+    let key = config_hash_key(cluster).await;
+    let inputs = Inputs {
+        extras: RenderExtras {
+            additional_manifests: additional(cluster, p).await?,
+            mirror: target.mirror.mirror()?,
+            limits: Default::default(),
+        },
+        contract: None,
+        paused: p.spec.paused,
+        installed,
+        hash_key: key.as_ref(),
+        running: live_deployments(cluster, p).await?,
+        inventory: target.clusterctl_inventory,
     };
-    let rendered = render_with(p, &release, |k| vars.get(k).cloned(), &extras)
+    let built = desired(p, &release, |k| vars.get(k).cloned(), &inputs)
         .with_context(|| format!("rendering {} {}", describe(p), release.version))?;
-    for r in &rendered.managers {
+    for r in &built.managers {
         for f in &r.findings {
             eprintln!("warning: {} {}", f.field, f.problem);
         }
     }
-    let pause = if p.spec.paused {
-        Pause::Paused {
-            version_changes: installed != Some(release.version.as_str()),
-        }
-    } else {
-        Pause::Running
-    };
-    let mut objects = rendered.objects;
-    // As the operator does before finalizing: the Deployments carry the hash of what they
-    // read, given what the running ones carry, so a diff shows a roll only where one happens.
-    let live = live_deployments(cluster, &objects).await?;
-    let running = |ns: &str, name: &str| live.get(&(ns.to_string(), name.to_string())).cloned();
-    match config_hash_key(cluster).await {
-        Some(key) => {
-            rotation::stamp(
-                &mut objects,
-                rotation::enabled(p) && !p.spec.paused,
-                &key,
-                running,
-            );
-        }
-        None => rotation::keep_live(&mut objects, running),
-    }
-    finalize(&mut objects, p, pause);
-    if target.clusterctl_inventory {
-        objects.push(capi_components::inventory::entry(p, &release.version));
-    }
+    let mut objects = built.objects;
+    objects.extend(built.entry);
     Ok(Desired {
         objects,
-        version: release.version,
+        version: built.version,
     })
 }
 
@@ -252,28 +238,39 @@ async fn config_hash_key(cluster: &Cluster) -> Option<rotation::HashKey> {
     (bytes.len() >= rotation::HashKey::MIN_BYTES).then(|| rotation::HashKey::new(bytes))
 }
 
-/// The config-hash annotation and baseline label the Deployments among `objects` carry in
-/// the cluster (absent ones are not installed yet).
+/// The provider's running Deployments, found as the operator finds them: by the labels naming
+/// it as their installer.
 async fn live_deployments(
     cluster: &Cluster,
-    objects: &[Value],
+    p: &AnyProvider,
 ) -> anyhow::Result<BTreeMap<(String, String), rotation::Live>> {
+    use capi_operator_api::{
+        OWNER_KIND_LABEL, OWNER_NAME_LABEL, OWNER_NAMESPACE_LABEL, owner::owned_by,
+    };
     use k8s_openapi::api::apps::v1::Deployment;
-    let mut live = BTreeMap::new();
-    for o in objects.iter().filter(|o| o["kind"] == "Deployment") {
-        let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
-        let name = o["metadata"]["name"].as_str().unwrap_or_default();
-        let api: kube::Api<Deployment> = kube::Api::namespaced(cluster.client.clone(), ns);
-        let Some(d) = api
-            .get_opt(name)
-            .await
-            .with_context(|| format!("reading Deployment {ns}/{name}"))?
-        else {
-            continue;
-        };
-        live.insert((ns.to_string(), name.to_string()), rotation::Live::of(&d));
-    }
-    Ok(live)
+    use kube::ResourceExt;
+    let api: kube::Api<Deployment> = kube::Api::all(cluster.client.clone());
+    let selector = format!(
+        "{OWNER_KIND_LABEL}={},{OWNER_NAME_LABEL}={},{OWNER_NAMESPACE_LABEL}={}",
+        p.provider_type.kind(),
+        p.name(),
+        p.namespace()
+    );
+    let list = api
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .context("listing the provider's Deployments")?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|d| owned_by(d.labels(), p))
+        .map(|d| {
+            (
+                (d.namespace().unwrap_or_default(), d.name_any()),
+                rotation::Live::of(d),
+            )
+        })
+        .collect())
 }
 
 /// Options of `render`.
