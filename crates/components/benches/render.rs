@@ -79,5 +79,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "  parse only (serde-saphyr alone)",
         &times(|| capi_yaml::internals::parse_documents_full(&text, &limits))?,
     );
+    three_releases(&limits)
+}
+
+/// The parse of each of the three real releases the peer benchmark installs (core, kubeadm
+/// bootstrap and control plane), with the fast parser and with serde-saphyr alone: what one
+/// render pass of the three would cost without the fast path (docs/architecture.md, "Why our
+/// own").
+fn three_releases(limits: &capi_yaml::Limits) -> Result<(), Box<dyn std::error::Error>> {
+    let root = capi_test_support::releases()?;
+    let (mut fast, mut full) = (0.0, 0.0);
+    for (dir, file) in [
+        ("cluster-api", "core-components.yaml"),
+        ("bootstrap-kubeadm", "bootstrap-components.yaml"),
+        ("control-plane-kubeadm", "control-plane-components.yaml"),
+    ] {
+        let raw = std::fs::read_to_string(root.join(dir).join("v1.12.0").join(file))?;
+        let text = pipeline::substitute(&raw, |_| None)?;
+        let a = times(|| capi_yaml::parse_documents(&text, limits))?;
+        let b = times(|| capi_yaml::internals::parse_documents_full(&text, limits))?;
+        let (a, b) = (a[RUNS / 2], b[RUNS / 2]);
+        println!(
+            "  parse {dir} v1.12.0 ({} bytes): fast path {a:.2} ms, serde-saphyr alone {b:.2} ms",
+            text.len()
+        );
+        fast += a;
+        full += b;
+    }
+    println!(
+        "  parse of the three: fast path {fast:.2} ms, serde-saphyr alone {full:.2} ms (+{:.2} ms without the fast path)",
+        full - fast
+    );
     Ok(())
 }
