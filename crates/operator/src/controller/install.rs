@@ -3,7 +3,7 @@
 //! or ends the reconcile with an [`Outcome`]. What else a phase did that the admin should read
 //! about it hands on as a [`Note`]; the status and the events are written once, by the reporter
 //! (`super::report`), from the outcome and the notes. The decisions inside the phases are the
-//! pure functions of the decision layer (`super::decide`).
+//! pure functions of the decision layer (`capi_decide`).
 
 use std::{collections::BTreeMap, ops::ControlFlow};
 
@@ -34,13 +34,8 @@ use super::{
     apply::{ApplyError, ApplyReport, ObjKey, key_of},
     budget::{COST_PER_BYTE, ReleaseCost, Share},
     context::{Ctx, provider_key},
-    decide::{
-        Note, Outcome, Reasoned,
-        conditions::{self, Desired},
-        plan, preflight, problem, readiness, reason,
-        settle::backoff_delay,
-    },
     found,
+    outcome::{Outcome, Reasoned, problem},
     report::{list_note, merge_params},
     source::{self, Chosen, Lookup, ReleaseCache},
 };
@@ -48,6 +43,12 @@ use capi_cluster_io::{
     provider_inputs::{self, Manifests, Variables},
     provider_kind::ProviderKind,
     redact::Redactor,
+};
+use capi_decide::{
+    Note,
+    conditions::{self, Desired},
+    plan, preflight, readiness, reason,
+    settle::backoff_delay,
 };
 
 impl Reasoned for ApplyError {
@@ -809,7 +810,7 @@ async fn prune<P: ProviderKind>(
     upgrading: bool,
 ) -> Phase {
     let desired = objects.iter().filter_map(|o| key_of(o).ok()).collect();
-    let stale = plan::stale(
+    let stale = capi_cluster_io::installed::stale(
         s.ctx.world.installed(s.p),
         &desired,
         |k| k.kind.as_str(),
@@ -1089,6 +1090,63 @@ async fn pods_of(ctx: &Ctx, d: &Deployment) -> Vec<Pod> {
         Err(e) => {
             debug!(deployment = %d.name_any(), error = %e, "pods not listed");
             Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use capi_cluster_io::installed::stale;
+    use kube::api::{ApiResource, GroupVersionKind};
+
+    use super::ObjKey;
+
+    fn key(kind: &str, name: &str) -> (ObjKey, ApiResource, bool) {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", kind));
+        let k = ObjKey {
+            group: String::new(),
+            kind: kind.into(),
+            namespace: "ns".into(),
+            name: name.into(),
+        };
+        (k, ar, true)
+    }
+
+    #[test]
+    fn prune_keeps_desired_objects_crds_namespaces_and_a_paused_provider() {
+        let installed = || {
+            vec![
+                key("ConfigMap", "kept"),
+                key("ConfigMap", "gone"),
+                key("CustomResourceDefinition", "old.crd"),
+                key("Namespace", "old-ns"),
+            ]
+        };
+        let desired: BTreeSet<ObjKey> = [key("ConfigMap", "kept").0].into();
+        let names = |v: Vec<(ObjKey, ApiResource, bool)>| -> Vec<String> {
+            v.into_iter().map(|(k, _, _)| k.name).collect()
+        };
+        // (paused, upgrading, pruned)
+        let cases = [
+            (false, false, vec!["gone"]),
+            (false, true, vec!["gone"]),
+            (true, true, vec!["gone"]),
+            (true, false, vec![]),
+        ];
+        for (paused, upgrading, want) in cases {
+            assert_eq!(
+                names(stale(
+                    installed(),
+                    &desired,
+                    |k| k.kind.as_str(),
+                    paused,
+                    upgrading
+                )),
+                want,
+                "paused={paused} upgrading={upgrading}"
+            );
         }
     }
 }

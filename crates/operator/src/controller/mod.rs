@@ -7,7 +7,6 @@
 pub mod apply;
 pub mod budget;
 pub mod context;
-pub mod decide;
 pub mod events;
 mod found;
 pub mod inputs;
@@ -16,6 +15,7 @@ pub mod inventory;
 pub mod labels;
 pub mod mirror;
 pub mod options;
+pub mod outcome;
 pub mod owned;
 pub mod purge;
 pub mod reconcile;

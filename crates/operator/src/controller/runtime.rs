@@ -30,7 +30,6 @@ use super::{
     apply::{self, Applier, FIELD_MANAGER},
     context::Ctx,
     context::World,
-    decide::readiness,
     events, inputs, inventory, mirror,
     options::Options,
     owned::{self, OwnedKinds},
@@ -39,6 +38,7 @@ use super::{
     world::{Index, ProviderChange},
 };
 use capi_cluster_io::provider_kind::ProviderKind;
+use capi_decide::readiness;
 
 /// Runs the seven controllers until a termination signal (or, with leader election, until the
 /// lease is lost, which is an error: the process exits and a fresh start campaigns again).
