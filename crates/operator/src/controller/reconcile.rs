@@ -167,7 +167,7 @@ async fn install_and_report<P: ProviderKind>(
                 conditions::set(&mut status.conditions, &translation, p.metadata.generation);
             }
             install::install(&mut install::State {
-                p,
+                provider: p,
                 ctx,
                 api: s.api,
                 status: &mut status,
@@ -210,7 +210,7 @@ async fn recheck<P: ProviderKind>(
     let p = s.p;
     let old = p.status.clone().unwrap_or_default();
     let mut status = old.clone();
-    let ready = install::readiness(ctx, p).await;
+    let ready = install::readiness::ready_condition(ctx, p).await;
     conditions::set(&mut status.conditions, &ready, p.metadata.generation);
     let after = if ready.ok {
         ctx.rechecks.disarm(key);
