@@ -223,7 +223,7 @@ demo-real: ## The demo on the real node (root): images, the operator from its He
 bench: control-plane ## Benchmarks: render time; the index's routing and queries (1/30/300 providers); install ratio, idle writes, RSS; scale (1/10/30 providers, restart); side by side with cluster-api-operator (peer; BENCH_QUICK=1 for a quick check); writes docs/performance.md; the real node's start to Ready (target 20 s, root).
 	@mkdir -p $(HOME)/.cache/capi-provider-operator/bench
 	$(CARGO) bench -p capi-components --bench render | tee $(HOME)/.cache/capi-provider-operator/bench/render.txt
-	$(CARGO) bench -p capi-provider-operator --bench world | tee $(HOME)/.cache/capi-provider-operator/bench/world.txt
+	$(CARGO) bench -p capi-provider-operator --bench index | tee $(HOME)/.cache/capi-provider-operator/bench/index.txt
 	$(CARGO) build --release -p capi-provider-operator --bin capi-provider-operator
 	python3 e2e/bench/install.py
 	python3 e2e/bench/scale.py

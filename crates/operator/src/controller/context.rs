@@ -8,7 +8,7 @@ use capi_operator_api::{AnyProvider, ProviderStatus};
 use kube::Client;
 
 use super::{
-    apply::Applier, events, inputs, mirror, options::Options, owned::OwnedKinds, world::Index,
+    apply::Applier, events, index::Index, inputs, mirror, options::Options, owned::OwnedKinds,
 };
 
 /// Everything a reconcile needs.

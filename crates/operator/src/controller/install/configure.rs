@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Secret;
 use crate::controller::context::Ctx;
 use crate::controller::outcome::{Outcome, problem};
 use crate::controller::source::Chosen;
-use crate::controller::{found, source};
+use crate::controller::{not_found, source};
 
 use super::{Phase, State, end};
 
@@ -37,7 +37,7 @@ async fn read_variables(ctx: &Ctx, p: &AnyProvider) -> Phase<BTreeMap<String, St
     match provider_inputs::variables(&ctx.client, p).await {
         Ok(Variables::Found(vars)) => ControlFlow::Continue(vars),
         Ok(Variables::Missing { namespace, name }) => {
-            let found = found::names_in::<Secret>(&ctx.client, p, &namespace).await;
+            let found = not_found::names_in::<Secret>(&ctx.client, p, &namespace).await;
             end(problem(
                 PROVIDER_INSTALLED,
                 reason::SECRET_NOT_FOUND,

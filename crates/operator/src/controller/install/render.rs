@@ -20,7 +20,7 @@ use tracing::debug;
 
 use crate::controller::apply::key_of;
 use crate::controller::context::{Ctx, provider_key};
-use crate::controller::found;
+use crate::controller::not_found;
 use crate::controller::outcome::{Outcome, problem};
 use crate::controller::report::list_note;
 
@@ -79,7 +79,7 @@ pub(super) async fn render_objects<P>(
         match render_off_the_event_loop(state.provider, &fetched.release, vars, extras).await {
             Ok(r) => r,
             Err(e) if e.reason() == reason::MISSING_VARIABLES => {
-                let message = format!("{e}; {}", found::variables_note(state.provider, vars));
+                let message = format!("{e}; {}", not_found::variables_note(state.provider, vars));
                 return end(problem(PROVIDER_INSTALLED, e.reason(), message));
             }
             Err(e) => return end(Outcome::failed(PROVIDER_INSTALLED, e)),
@@ -257,11 +257,11 @@ async fn read_additional_manifests(ctx: &Ctx, p: &AnyProvider) -> Phase<Option<S
             keys,
         }) => missing(format!(
             "ConfigMap {namespace}/{name} has no key \"manifests\"; {}",
-            found::keys_note(keys.iter())
+            not_found::keys_note(keys.iter())
         )),
         Ok(Manifests::Missing { namespace, name }) => missing(format!(
             "ConfigMap {namespace}/{name} (spec.additionalManifests) does not exist; {}",
-            found::names_in::<ConfigMap>(&ctx.client, p, &namespace).await
+            not_found::names_in::<ConfigMap>(&ctx.client, p, &namespace).await
         )),
         Err(e) => {
             let r = p.spec.additional_manifests.as_ref();

@@ -44,10 +44,10 @@ use crate::controller::{
     apply::{Applier, FIELD_MANAGER},
     context::Ctx,
     context::World,
+    index::Index,
     options::Options,
     owned::OwnedKinds,
     reconcile,
-    world::Index,
 };
 use crate::fence::Fence;
 

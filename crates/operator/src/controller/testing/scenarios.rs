@@ -20,9 +20,9 @@ use crate::controller::{
     apply::{Applier, FIELD_MANAGER},
     context::Ctx,
     context::World,
+    index::Index,
     options::Options,
     reconcile,
-    world::Index,
 };
 
 const NS: &str = "capi-system";
