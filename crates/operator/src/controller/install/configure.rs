@@ -4,8 +4,7 @@
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-use capi_cluster_io::provider_inputs;
-use capi_cluster_io::provider_inputs::Variables;
+use capi_cluster_io::provider_inputs::{self, Variables};
 use capi_decide::reason;
 use capi_operator_api::AnyProvider;
 use capi_operator_api::conditions::{PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED};

@@ -3,8 +3,10 @@
 
 use std::ops::ControlFlow;
 
-use capi_decide::conditions::Desired;
-use capi_decide::{conditions, plan, preflight, reason};
+use capi_decide::{
+    conditions::{self, Desired},
+    plan, preflight, reason,
+};
 use capi_operator_api::conditions::PREFLIGHT_CHECK_PASSED;
 use capi_operator_api::{AnyProvider, ORIGINAL_REPLICAS_ANNOTATION, ProviderType};
 

@@ -14,8 +14,7 @@ use tracing::{debug, info, warn};
 use crate::controller::budget::{ReleaseCost, Share};
 use crate::controller::context::{Ctx, provider_key};
 use crate::controller::outcome::{Outcome, problem};
-use crate::controller::source;
-use crate::controller::source::{Chosen, Lookup, ReleaseCache};
+use crate::controller::source::{self, Chosen, Lookup, ReleaseCache};
 
 use super::{Phase, State, end};
 

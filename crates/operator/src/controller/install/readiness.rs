@@ -2,8 +2,11 @@
 //! Ready read from the provider's Deployments (and, when one is not available, its Pods).
 
 use capi_cluster_io::provider_kind::ProviderKind;
-use capi_decide::conditions::Desired;
-use capi_decide::{Note, conditions, readiness, reason};
+use capi_decide::{
+    Note,
+    conditions::{self, Desired},
+    readiness, reason,
+};
 use capi_operator_api::AnyProvider;
 use capi_operator_api::conditions::{PAUSED, PROVIDER_INSTALLED, PROVIDER_UPGRADED, READY};
 use k8s_openapi::api::apps::v1::Deployment;

@@ -4,12 +4,14 @@
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-use capi_cluster_io::provider_inputs;
-use capi_cluster_io::provider_inputs::Manifests;
+use capi_cluster_io::provider_inputs::{self, Manifests};
 use capi_components::before_apply::{Pause, finalize};
 use capi_components::{contract as release_contract, render, rotation};
-use capi_decide::conditions::Desired;
-use capi_decide::{Note, conditions, readiness, reason};
+use capi_decide::{
+    Note,
+    conditions::{self, Desired},
+    readiness, reason,
+};
 use capi_operator_api::conditions::PROVIDER_INSTALLED;
 use capi_operator_api::{AnyProvider, ROLLOUT_ON_CONFIG_CHANGE_ANNOTATION};
 use capi_release_sources::Release;
