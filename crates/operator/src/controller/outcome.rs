@@ -82,7 +82,7 @@ impl Error {
 
     /// Whether an API write lost a race (HTTP 409): the object changed since it was read.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Error::Kube(kube::Error::Api(st)) if st.code == 409)
+        matches!(self, Error::Kube(e) if is_conflict(e))
     }
 
     /// The message it is reported with: a shown failure's condition message (so the event
@@ -111,6 +111,11 @@ pub enum Outcome {
     Problem(Problem),
     /// A temporary failure, shown on a condition and retried with backoff.
     Transient(Error, Problem),
+}
+
+/// Whether an API call lost a race (HTTP 409): the object changed since it was read.
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(st) if st.code == 409)
 }
 
 /// A configuration problem on `condition`.

@@ -14,7 +14,7 @@ use tracing::info;
 
 use crate::controller::budget::COST_PER_BYTE;
 use crate::controller::context::provider_key;
-use crate::controller::outcome::Outcome;
+use crate::controller::outcome::{Outcome, is_conflict};
 use crate::controller::report::merge_params;
 use crate::controller::source::{Chosen, ReleaseCache};
 
@@ -90,10 +90,6 @@ async fn version_conflict<P: ProviderKind>(
         }
         None => end(version_not_written(conflict)),
     }
-}
-
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(st) if st.code == 409)
 }
 
 fn version_not_written(e: kube::Error) -> Outcome {
