@@ -366,8 +366,8 @@ def render_section(text: str) -> list[str]:
 WORLD_LINE = re.compile(r"^(.+?) at (\d+) providers: median ([\d.]+) µs, min ([\d.]+) µs, max ([\d.]+) µs over (\d+) runs$")
 
 
-def world_section(text: str) -> list[str]:
-    """The index benchmark's lines (`cargo bench -p capi-provider-operator --bench world`) as a table."""
+def index_section(text: str) -> list[str]:
+    """The index benchmark's lines (`cargo bench -p capi-provider-operator --bench index`) as a table."""
     rows = [m.groups() for m in map(WORLD_LINE.match, text.splitlines()) if m]
     if not rows:
         return []
@@ -377,7 +377,7 @@ def world_section(text: str) -> list[str]:
     whats = list(dict.fromkeys(r[0] for r in rows))
     med = {(r[0], int(r[1])): float(r[2]) for r in rows}
     out = ["## The watches' index", "",
-           "What the operator's in-memory index costs (`crates/operator/benches/world.rs`), median microseconds "
+           "What the operator's in-memory index costs (`crates/operator/benches/index.rs`), median microseconds "
            f"of {rows[0][5]} batches, each provider with three installed objects and two Deployments: a routed "
            "watch event of a Deployment, the queries one reconcile makes (its kind's and the core providers, "
            "every provider, its installed objects and what is known of each, its Deployments twice), and one "
@@ -492,7 +492,7 @@ def main():
     ap.add_argument("--results", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/scale.json"))
     ap.add_argument("--install", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/install.json"))
     ap.add_argument("--render", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/render.txt"))
-    ap.add_argument("--world", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/world.txt"))
+    ap.add_argument("--index", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/index.txt"))
     ap.add_argument("--peer", default=os.path.expanduser("~/.cache/capi-provider-operator/bench/peer.json"))
     ap.add_argument("--docs", default=os.path.join(ROOT, "docs"))
     ap.add_argument("--peer-only", action="store_true",
@@ -514,8 +514,8 @@ def main():
                 + ".", ""]
     if os.path.exists(a.render):
         out += render_section(open(a.render).read())
-    if os.path.exists(a.world):
-        out += world_section(open(a.world).read())
+    if os.path.exists(a.index):
+        out += index_section(open(a.index).read())
     install = json.load(open(a.install)) if os.path.exists(a.install) else None
     if install:
         out += install_section(install)

@@ -102,7 +102,7 @@ INLINE = {
     "make advisories": ("covered", "by hand: the RustSec database comes from GitHub, which make test (offline) cannot reach; e2e/scripts/advisories.sh fails when it cannot get it"),
     "cargo fmt": ("covered", "make fmt-check, a step of make test, runs cargo fmt --check"),
     "cargo clippy -- -D warnings": ("covered", "make clippy, a step of make test, runs it on every crate and target"),
-    "cargo bench -p capi-provider-operator --bench world": ("covered", "a step of make bench (run by hand); its figures are on that page"),
+    "cargo bench -p capi-provider-operator --bench index": ("covered", "a step of make bench (run by hand); its figures are on that page"),
     "cargo build --locked --workspace --all-targets": ("covered", "the Makefile's BUILD: make test runs it in check-generated, and this check before its blocks"),
     "kubectl capi-providers": ("name", "the plugin; its block in docs/plugin.md runs it"),
     "kubectl capi-providers preload": ("name", "the subcommand; its block in docs/user-guide.md runs it"),

@@ -2,10 +2,12 @@
 """The operator's controller modules import one another without circles (run by `make clippy`).
 
 Reads crates/operator/src/controller/: for each top-level module (a file or a directory), the
-sibling modules it names through `super::` or `crate::controller::` outside comments and unit
-tests. Prints the graph; fails naming each circle. `testing` (test-only code) is left out: it
-drives everything. Rust allows circles between modules of a crate; this keeps the layering
-docs/architecture.md describes.
+sibling modules it names through `crate::controller::` or the `super::` chain that leads back
+to the controller (`super::` in a top-level file or a folder's mod.rs, `super::super::` in a
+file of a folder) outside comments and unit tests. Prints the graph; fails naming each circle.
+`testing` (test-only code) is left out: it drives everything. Rust allows circles between
+modules of a crate, so this is kept for the controller's modules; between crates (the decision
+layer is the crate capi-decide) the compiler refuses them itself.
 """
 
 from __future__ import annotations
@@ -34,15 +36,16 @@ def top_level_names(tree: str) -> list[str]:
     return [n.split("::")[0].strip() for n in names if n.strip()]
 
 
-def imports(path: Path, nested: bool) -> set[str]:
+def imports(path: Path, depth: int) -> set[str]:
+    """The controller modules `path` names; `depth` is how many `super::` lead to the controller."""
     text = path.read_text().split("#[cfg(test)]\nmod tests")[0]
     text = "\n".join(line.split("//")[0] for line in text.splitlines())
     found = set(re.findall(r"crate::controller::(\w+)", text))
-    if not nested:  # `super` of a top-level file is the controller module
-        for m in re.finditer(r"super::(\{[^;]*\}|\w+)", text):
-            tree = m.group(1)
-            found.update(top_level_names(tree) if tree.startswith("{") else [tree])
-    return found
+    up = "super::" * depth
+    for m in re.finditer(r"(?<!::)" + up + r"(\{[^;]*\}|\w+)", text):
+        tree = m.group(1)
+        found.update(top_level_names(tree) if tree.startswith("{") else [tree])
+    return found - {"super", "self"}
 
 
 def graph() -> dict[str, set[str]]:
@@ -52,7 +55,8 @@ def graph() -> dict[str, set[str]]:
         if parts == ("mod",) or parts[0] == "testing":
             continue
         top = parts[0]
-        edges.setdefault(top, set()).update(imports(path, len(parts) > 1))
+        depth = len(parts) - 1 if parts[-1] == "mod" else len(parts)
+        edges.setdefault(top, set()).update(imports(path, depth))
     return {m: {d for d in deps if d in edges and d != m} for m, deps in edges.items()}
 
 

@@ -21,8 +21,8 @@ use serde_json::Value;
 
 use capi_operator_api::APPLIED_HASH_LABEL;
 
-use super::decide::added_entries::{AddedEntry, added_entries, without_entries};
-use super::decide::adoption;
+use capi_decide::added_entries::{AddedEntry, added_entries, without_entries};
+use capi_decide::adoption;
 
 /// Field manager of everything the operator applies.
 pub const FIELD_MANAGER: &str = capi_cluster_io::server_side_apply::OPERATOR_FIELD_MANAGER;

@@ -3,12 +3,12 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
+use capi_decide::readiness;
 use capi_operator_api::{AnyProvider, ProviderStatus};
 use kube::Client;
 
 use super::{
-    apply::Applier, decide::readiness, events, inputs, mirror, options::Options, owned::OwnedKinds,
-    world::Index,
+    apply::Applier, events, index::Index, inputs, mirror, options::Options, owned::OwnedKinds,
 };
 
 /// Everything a reconcile needs.

@@ -20,9 +20,9 @@ use tokio::task::JoinHandle;
 use tracing::debug;
 
 use super::{
+    index::Index,
+    routing::{Target, Triggers, route},
     source::{self, Input},
-    wake::{Target, Triggers, route},
-    world::Index,
 };
 
 /// One watch: what it watches and where.

@@ -23,7 +23,7 @@ pub const NAME_LABEL: &str = "app.kubernetes.io/name";
 /// [`NAME_LABEL`]'s value on the chart's objects.
 pub const NAME_VALUE: &str = "capi-provider-operator";
 
-use super::{wake::Target, world::Index};
+use super::{index::Index, routing::Target};
 
 /// What the reconciles read: the setting, or why it cannot be used.
 pub type Setting = Result<ImageMirror, String>;

@@ -26,8 +26,8 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::{
-    wake::{Task, Triggers, route},
-    world::Index,
+    index::Index,
+    routing::{Task, Triggers, route},
 };
 
 /// Kinds watched for drift repair and pruning; shared with the plugin's `diff`.

@@ -1,11 +1,12 @@
 //! The API side of `deletionPolicy: Purge`: what a provider's namespace holds, for
-//! [`super::decide::deletion::foreign`] to tell the provider's own objects from everyone
-//! else's (and [`super::decide::deletion::shared`] the inputs other providers read) before
+//! [`capi_decide::deletion::foreign`] to tell the provider's own objects from everyone
+//! else's (and [`capi_decide::deletion::shared`] the inputs other providers read) before
 //! the namespace is removed; and the guard that refuses new custom resources of the CRDs
 //! being removed between the last look for them and their removal.
 
 use std::time::Duration;
 
+use capi_decide::deletion::{self, Found};
 use capi_operator_api::AnyProvider;
 use k8s_openapi::api::{
     admissionregistration::v1::{
@@ -29,7 +30,6 @@ use tracing::{debug, info, warn};
 use super::{
     apply::{FIELD_MANAGER, ObjKey},
     context::Ctx,
-    decide::deletion::{self, Found},
     labels,
 };
 

@@ -25,22 +25,22 @@ use tracing::{debug, info, warn};
 
 use super::{
     context::{Ctx, provider_key},
-    decide::{
-        Outcome,
-        conditions::{self, Desired},
-        deletion::{self, Step},
-        kstatus, preflight, problem, readiness, reason,
-        settle::{self as decided, backoff_delay, jitter_sample},
-    },
-    install, purge,
+    install,
+    outcome::{Error, Outcome, problem},
+    purge,
     report::{self, Subject, merge_params},
 };
 use capi_cluster_io::{
     ObjKey,
     provider_kind::{self, ProviderKind},
 };
-
-pub use super::decide::Error;
+use capi_decide::{
+    Note,
+    conditions::{self, Desired},
+    deletion::{self, Step},
+    kstatus, preflight, readiness, reason,
+    settle::{self as decided, backoff_delay, jitter_sample},
+};
 
 /// Reconciles one provider object, recording the reconcile in the metrics.
 pub async fn reconcile<P: ProviderKind>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Action, Error> {
@@ -167,7 +167,7 @@ async fn install_and_report<P: ProviderKind>(
                 conditions::set(&mut status.conditions, &translation, p.metadata.generation);
             }
             install::install(&mut install::State {
-                p,
+                provider: p,
                 ctx,
                 api: s.api,
                 status: &mut status,
@@ -210,7 +210,7 @@ async fn recheck<P: ProviderKind>(
     let p = s.p;
     let old = p.status.clone().unwrap_or_default();
     let mut status = old.clone();
-    let ready = install::readiness(ctx, p).await;
+    let ready = install::readiness::ready_condition(ctx, p).await;
     conditions::set(&mut status.conditions, &ready, p.metadata.generation);
     let after = if ready.ok {
         ctx.rechecks.disarm(key);
@@ -450,7 +450,7 @@ async fn purge<P: ProviderKind>(
     ctx: &Ctx,
     crds: &[(ObjKey, ApiResource, bool)],
     namespaces: &[(ObjKey, ApiResource, bool)],
-    note: super::decide::Note,
+    note: Note,
 ) -> Result<Action, Error> {
     let p = s.p;
     if !ctx.world.owned.current().await {

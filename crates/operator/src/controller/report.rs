@@ -20,13 +20,14 @@ use tracing::debug;
 use super::{
     apply::FIELD_MANAGER,
     context::{Ctx, Known, provider_key},
-    decide::{
-        Error, Note,
-        conditions::{self, Desired},
-        kstatus,
-    },
+    outcome::Error,
 };
 use capi_cluster_io::provider_kind::{self, ProviderKind};
+use capi_decide::{
+    Note,
+    conditions::{self, Desired},
+    kstatus,
+};
 
 pub use capi_operator_api::note::{NOTE_LIMIT, clip_note, list_note};
 

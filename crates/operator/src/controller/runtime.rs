@@ -30,15 +30,16 @@ use super::{
     apply::{self, Applier, FIELD_MANAGER},
     context::Ctx,
     context::World,
-    decide::readiness,
-    events, inputs, inventory, mirror,
+    events,
+    index::{Index, ProviderChange},
+    inputs, inventory, mirror,
     options::Options,
     owned::{self, OwnedKinds},
     reconcile,
-    wake::{self, Task, Triggers, route},
-    world::{Index, ProviderChange},
+    routing::{self, Task, Triggers, route},
 };
 use capi_cluster_io::provider_kind::ProviderKind;
+use capi_decide::readiness;
 
 /// Runs the seven controllers until a termination signal (or, with leader election, until the
 /// lease is lost, which is an error: the process exits and a fresh start campaigns again).
@@ -330,7 +331,7 @@ fn kind_controller<P: ProviderKind>(
         }
     })
     .applied_objects()
-    .predicate_filter(wake::what_wakes_a_provider::<P>, Default::default());
+    .predicate_filter(routing::what_wakes_a_provider::<P>, Default::default());
     let controller = Controller::for_stream(objects, store);
     let start = move |ctx: Arc<Ctx>, s: Start| -> Task {
         Box::pin(async move {
@@ -462,7 +463,7 @@ fn watch_inputs(ctx: &Arc<Ctx>, triggers: &Triggers, tasks: &mut Vec<Task>) {
             if !of_cert_manager {
                 return Vec::new();
             }
-            c.world.targets_where(wake::waits_for_cert_manager)
+            c.world.targets_where(routing::waits_for_cert_manager)
         },
     ));
 }

@@ -44,10 +44,10 @@ use crate::controller::{
     apply::{Applier, FIELD_MANAGER},
     context::Ctx,
     context::World,
+    index::Index,
     options::Options,
     owned::OwnedKinds,
     reconcile,
-    world::Index,
 };
 use crate::fence::Fence;
 
@@ -258,9 +258,7 @@ impl Process {
             inventory: false,
             failures: std::sync::Mutex::new(BTreeMap::new()),
             // A frozen clock: no recheck falls due by the wall clock (a slow run would differ).
-            rechecks: crate::controller::decide::readiness::Rechecks::with_clock(Arc::new(
-                move || started,
-            )),
+            rechecks: capi_decide::readiness::Rechecks::with_clock(Arc::new(move || started)),
             uncached: std::sync::Mutex::new(BTreeMap::new()),
             inputs: crate::controller::inputs::InputWatches::inactive(),
             mirror: Arc::new(crate::controller::mirror::MirrorSetting::new(
@@ -836,7 +834,7 @@ async fn reconcile_value(obj: Value, ctx: Arc<Ctx>) -> Result<(), String> {
         },
     };
     match r {
-        Err(reconcile::Error::Panic(what)) => {
+        Err(crate::controller::outcome::Error::Panic(what)) => {
             Err(format!("a reconcile of a {kind} panicked: {what}"))
         }
         // Other errors are retried by the next pass, as the controller's back-off would.

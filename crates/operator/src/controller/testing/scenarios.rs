@@ -6,6 +6,7 @@ mod cache;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
+use capi_decide::{readiness::Rechecks, reason};
 use capi_operator_api::{
     AnyProvider, CONFIGMAP_VERSION_LABEL, CoreProvider, FINALIZER, ORIGINAL_REPLICAS_ANNOTATION,
     OWNER_KIND_LABEL, OWNER_NAME_LABEL,
@@ -19,10 +20,9 @@ use crate::controller::{
     apply::{Applier, FIELD_MANAGER},
     context::Ctx,
     context::World,
-    decide::{readiness::Rechecks, reason},
+    index::Index,
     options::Options,
     reconcile,
-    world::Index,
 };
 
 const NS: &str = "capi-system";

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use capi_decide::reason;
 use capi_fake_remotes::{FakeServer, ReleaseTree};
 use capi_operator_api::{CoreProvider, FINALIZER, HANDED_OVER_VERSION_ANNOTATION};
 use serde_json::{Value, json};
@@ -13,7 +14,6 @@ use kube::runtime::controller::Action;
 use crate::controller::testing::fake_api::FakeApi;
 use crate::controller::{
     context::Ctx,
-    decide::reason,
     options::Options,
     reconcile,
     source::{RELEASE_CACHE_LABEL, RELEASE_SOURCE_ANNOTATION, Release, release_digest},

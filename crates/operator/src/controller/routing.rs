@@ -1,6 +1,6 @@
 //! What wakes a provider, and how a wake reaches its controller. A watched object's change
 //! concerns a provider only when it moves what that provider's reconcile reads: the index
-//! ([`super::world`]) keeps, per object, a hash of that (the functions here) and compares the
+//! ([`super::index`]) keeps, per object, a hash of that (the functions here) and compares the
 //! entry a change brings with the one it replaces; only a difference (or a deletion) is routed.
 
 use std::collections::BTreeMap;

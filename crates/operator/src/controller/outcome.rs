@@ -1,10 +1,10 @@
-//! How a reconcile ends and what its phases tell the reporter: the data the reporter turns into
-//! the status write, the events and the metrics.
+//! How a reconcile ends: the reconcile [`Error`] (an API failure among them) and the [`Outcome`]
+//! the reporter turns into the status write, the events and the metrics. What it carries, the
+//! [`Problem`] and the [`Note`]s, is decided in `capi_decide`.
 
 use capi_components::render::RenderError;
+use capi_decide::{Note, Problem, preflight, reason};
 use capi_release_sources::SourceError;
-
-use super::{preflight, reason};
 
 /// A failure with a condition reason: the errors the phases meet (release source, render,
 /// apply, preflight) say which reason they show and whether retrying may fix them.
@@ -82,7 +82,7 @@ impl Error {
 
     /// Whether an API write lost a race (HTTP 409): the object changed since it was read.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Error::Kube(kube::Error::Api(st)) if st.code == 409)
+        matches!(self, Error::Kube(e) if is_conflict(e))
     }
 
     /// The message it is reported with: a shown failure's condition message (so the event
@@ -101,17 +101,6 @@ impl Error {
     }
 }
 
-/// A configuration problem: which condition it goes on, its reason and message.
-#[derive(Debug)]
-pub struct Problem {
-    /// The condition that turns False.
-    pub condition: &'static str,
-    /// Its reason (also the event's reason and the metric label).
-    pub reason: &'static str,
-    /// Its message.
-    pub message: String,
-}
-
 /// How a reconcile of an existing provider ends.
 pub enum Outcome {
     /// Installed; the status is up to date.
@@ -122,6 +111,11 @@ pub enum Outcome {
     Problem(Problem),
     /// A temporary failure, shown on a condition and retried with backoff.
     Transient(Error, Problem),
+}
+
+/// Whether an API call lost a race (HTTP 409): the object changed since it was read.
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(st) if st.code == 409)
 }
 
 /// A configuration problem on `condition`.
@@ -169,38 +163,6 @@ impl Outcome {
             Outcome::transient(e, condition, reason, message)
         } else {
             problem(condition, reason, message)
-        }
-    }
-}
-
-/// Something a phase did that the admin should read about (an event), besides the conditions:
-/// the reporter publishes it with the status write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
-    /// Normal (true) or Warning (false).
-    pub ok: bool,
-    /// The event reason.
-    pub reason: &'static str,
-    /// The event's note.
-    pub message: String,
-}
-
-impl Note {
-    /// A Normal note.
-    pub fn normal(reason: &'static str, message: impl Into<String>) -> Note {
-        Note {
-            ok: true,
-            reason,
-            message: message.into(),
-        }
-    }
-
-    /// A Warning note.
-    pub fn warning(reason: &'static str, message: impl Into<String>) -> Note {
-        Note {
-            ok: false,
-            reason,
-            message: message.into(),
         }
     }
 }

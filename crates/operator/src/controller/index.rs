@@ -2,7 +2,7 @@
 //! kept by (API, kind, namespace, name); installed objects and Deployments kept by the
 //! provider their owner labels name. Every query is a look-up: no query translates a provider
 //! or walks every cached object, and a routed event updates one entry and compares it with the
-//! one it replaces (see [`super::wake`] for what of an object wakes its provider).
+//! one it replaces (see [`super::routing`] for what of an object wakes its provider).
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet},
@@ -22,7 +22,7 @@ use kube::{
 
 use super::{
     apply::{self, Live, ObjKey},
-    wake::{self, CoreSeen, Target},
+    routing::{self, CoreSeen, Target},
 };
 use capi_cluster_io::provider_kind::ProviderKind;
 pub use capi_operator_api::owner::owned_by;
@@ -176,7 +176,7 @@ impl<V> Table<V> {
         ev: &Event<K>,
         entry: impl Fn(&K) -> (ObjKey, Entry<V>),
     ) -> Option<Target> {
-        let labels = |o: &K| o.meta().labels.as_ref().and_then(wake::owner_of);
+        let labels = |o: &K| o.meta().labels.as_ref().and_then(routing::owner_of);
         match ev {
             Event::Init => {
                 self.relisting.insert(kind, HashSet::new());
@@ -375,7 +375,7 @@ impl Index {
                     .labels
                     .as_ref()
                     .and_then(|l| owner_key_at(l, o.metadata.namespace.as_deref())),
-                wakes: wake::what_wakes_for_installed(generation_kind, &o.metadata),
+                wakes: routing::what_wakes_for_installed(generation_kind, &o.metadata),
                 value: Installed {
                     resource: resource.clone(),
                     namespaced,
@@ -398,7 +398,7 @@ impl Index {
                     .labels
                     .as_ref()
                     .and_then(|l| owner_key_at(l, d.metadata.namespace.as_deref())),
-                wakes: wake::what_wakes_for_a_deployment(d),
+                wakes: routing::what_wakes_for_a_deployment(d),
                 value: Arc::new(d.clone()),
             };
             (key_of("apps", "Deployment", &d.metadata), e)

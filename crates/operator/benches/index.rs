@@ -11,7 +11,7 @@ use capi_operator_api::{
     CoreProvider, InfrastructureProvider, OWNER_KIND_LABEL, OWNER_NAME_LABEL,
     OWNER_NAMESPACE_LABEL, ProviderApi, ProviderType,
 };
-use capi_provider_operator::controller::world::Index;
+use capi_provider_operator::controller::index::Index;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     api::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta},

@@ -109,18 +109,11 @@ pub fn handed_over(p: &AnyProvider, status: &ProviderStatus, version: &str) -> b
         .is_some_and(|v| v == version)
 }
 
-/// What this provider installed before but no longer renders; shared with the plugin's `diff`.
-pub use capi_cluster_io::installed::stale;
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use capi_operator_api::{ProviderApi, ProviderSpec, ProviderType};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use kube::api::{ApiResource, GroupVersionKind};
-    use std::collections::BTreeSet;
-
-    use crate::controller::apply::ObjKey;
 
     fn provider(t: ProviderType, name: &str, paused: bool, contract: Option<&str>) -> AnyProvider {
         AnyProvider {
@@ -318,53 +311,6 @@ mod tests {
             if let Some(d) = got {
                 assert!(d.ok, "Paused is True whenever the provider stays paused");
             }
-        }
-    }
-
-    fn key(kind: &str, name: &str) -> (ObjKey, ApiResource, bool) {
-        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", kind));
-        let k = ObjKey {
-            group: String::new(),
-            kind: kind.into(),
-            namespace: "ns".into(),
-            name: name.into(),
-        };
-        (k, ar, true)
-    }
-
-    #[test]
-    fn prune_keeps_desired_objects_crds_namespaces_and_a_paused_provider() {
-        let installed = || {
-            vec![
-                key("ConfigMap", "kept"),
-                key("ConfigMap", "gone"),
-                key("CustomResourceDefinition", "old.crd"),
-                key("Namespace", "old-ns"),
-            ]
-        };
-        let desired: BTreeSet<ObjKey> = [key("ConfigMap", "kept").0].into();
-        let names = |v: Vec<(ObjKey, ApiResource, bool)>| -> Vec<String> {
-            v.into_iter().map(|(k, _, _)| k.name).collect()
-        };
-        // (paused, upgrading, pruned)
-        let cases = [
-            (false, false, vec!["gone"]),
-            (false, true, vec!["gone"]),
-            (true, true, vec!["gone"]),
-            (true, false, vec![]),
-        ];
-        for (paused, upgrading, want) in cases {
-            assert_eq!(
-                names(stale(
-                    installed(),
-                    &desired,
-                    |k| k.kind.as_str(),
-                    paused,
-                    upgrading
-                )),
-                want,
-                "paused={paused} upgrading={upgrading}"
-            );
         }
     }
 }
