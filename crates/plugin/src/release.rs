@@ -39,7 +39,7 @@ pub struct SourceFlags {
     pub github_api_url: Option<String>,
 }
 
-pub use capi_kube_configmaps::KubeConfigMaps;
+pub use capi_cluster_io::configmaps::KubeConfigMaps;
 
 /// A release source of any kind, ConfigMaps read through the cluster.
 pub type AnySource = capi_release_sources::any_source::AnySource<KubeConfigMaps>;

@@ -12,9 +12,10 @@ use capi_release_sources::fetch_config::{
 
 use super::labels;
 
+pub use capi_cluster_io::configmaps::{KubeConfigMaps, RELEASE_CACHE_LABEL, kube_to_source};
 pub use capi_cluster_io::release_cache::{
-    KubeConfigMaps, Lookup, RELEASE_CACHE_LABEL, RELEASE_SOURCE_ANNOTATION, Release, ReleaseCache,
-    cache_name, data_of, is_go_release, kube_to_source, release_digest,
+    Lookup, RELEASE_SOURCE_ANNOTATION, Release, ReleaseCache, cache_name, data_of, is_go_release,
+    release_digest,
 };
 
 /// The versions whose digests (and cache entries) are kept: the installed one, the one being
