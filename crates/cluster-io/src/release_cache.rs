@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use capi_operator_api::{AnyProvider, CONFIGMAP_VERSION_LABEL, v1alpha2};
+use capi_release::Release;
 use capi_release_sources::{
     ReleaseSource, SourceError,
     configmap::{ConfigMapData, ConfigMapReader, ConfigMapSource},
@@ -86,9 +87,6 @@ pub fn cache_name(p: &AnyProvider, version: &str) -> String {
 pub struct ReleaseCache {
     api: Api<ConfigMap>,
 }
-
-/// A fetched release, from the cache or the source.
-pub type Release = capi_release_sources::Release;
 
 /// What the cache holds for one version.
 #[derive(Debug)]

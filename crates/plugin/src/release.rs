@@ -10,6 +10,7 @@ use std::{collections::BTreeMap, path::PathBuf};
 use anyhow::{Context, bail};
 use capi_components::pipeline;
 use capi_operator_api::{AnyProvider, FetchConfiguration, ProviderType};
+use capi_release::Release;
 use capi_release_sources::{
     airgap,
     fetch_config::{
@@ -23,8 +24,6 @@ use kube::{Api, Client, api::ListParams};
 use serde_json::Value;
 
 use crate::providers::ProviderArg;
-
-pub use capi_release_sources::Release;
 
 /// Flags choosing where releases come from when a provider names no source.
 #[derive(clap::Args, Debug, Clone, Default)]

@@ -317,7 +317,7 @@ impl ReleaseSource for GitHubSource {
             for r in releases {
                 if r.draft
                     || out.has(&r.tag_name)
-                    || capi_components::version::parse(&r.tag_name).is_none()
+                    || capi_release::version::parse(&r.tag_name).is_none()
                 {
                     continue;
                 }

@@ -28,7 +28,7 @@ impl ReleaseSource for LocalSource {
             .filter_map(|e| e.ok())
             .filter(|e| e.path().is_dir())
             .filter_map(|e| e.file_name().to_str().map(str::to_string))
-            .filter(|n| capi_components::version::parse(n).is_some())
+            .filter(|n| capi_release::version::parse(n).is_some())
             .collect())
     }
 

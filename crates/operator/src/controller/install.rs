@@ -18,7 +18,8 @@ use capi_operator_api::{
     ROLLOUT_ON_CONFIG_CHANGE_ANNOTATION,
     conditions::{PAUSED, PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED, PROVIDER_UPGRADED, READY},
 };
-use capi_release_sources::{Release, SourceError, fetch_release};
+use capi_release::Release;
+use capi_release_sources::{SourceError, fetch_release};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Pod, Secret},

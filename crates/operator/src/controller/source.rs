@@ -14,7 +14,7 @@ use super::labels;
 
 pub use capi_cluster_io::configmaps::{KubeConfigMaps, RELEASE_CACHE_LABEL, kube_to_source};
 pub use capi_cluster_io::release_cache::{
-    Lookup, RELEASE_SOURCE_ANNOTATION, Release, ReleaseCache, cache_name, data_of, is_go_release,
+    Lookup, RELEASE_SOURCE_ANNOTATION, ReleaseCache, cache_name, data_of, is_go_release,
     release_digest,
 };
 
