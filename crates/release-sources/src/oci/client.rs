@@ -1,7 +1,7 @@
 //! The registry client: one HTTP client per registry, requests retried with backoff and
 //! authenticated when challenged, answers read within limits, and statuses mapped to errors.
 
-use std::{fmt, future::Future, sync::Mutex, time::Duration};
+use std::{fmt, future::Future, time::Duration};
 
 use reqwest::{
     Method, StatusCode, Url,
@@ -12,8 +12,11 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::{
-    MAX_ERROR_BYTES, MAX_MANIFEST_BYTES, SourceError,
-    auth::{Access, AuthState, OciCredentials, parse_challenges},
+    MAX_ERROR_BYTES, MAX_MANIFEST_BYTES, MAX_TOKEN_BYTES, SourceError,
+    auth::{
+        Access, Authenticator, Challenge, OciCredentials, Reaction, RegistryIdentity, TokenRequest,
+        parse_challenges, token_from_answer,
+    },
     invalid,
     reference::OciReference,
 };
@@ -75,16 +78,15 @@ pub(super) struct Registry {
     pub(super) client: reqwest::Client,
     pub(super) base: Url,
     pub(super) reference: OciReference,
-    pub(super) credentials: OciCredentials,
     pub(super) config: OciConfig,
-    pub(super) auth: Mutex<AuthState>,
+    auth: Authenticator,
 }
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Registry")
             .field("reference", &self.reference.to_string())
-            .field("credentials", &self.credentials)
+            .field("credentials", self.auth.credentials())
             .field("config", &self.config)
             .finish()
     }
@@ -157,9 +159,8 @@ impl Registry {
             client,
             base,
             reference: reference.clone(),
-            credentials,
             config,
-            auth: Mutex::new(AuthState::default()),
+            auth: Authenticator::new(credentials),
         })
     }
 
@@ -211,7 +212,7 @@ impl Registry {
     pub(super) async fn call_once(&self, c: &Call<'_>) -> Result<Answer, SourceError> {
         let mut authenticated = false;
         loop {
-            let resp = self.send(c, self.authorization(c.access)).await?;
+            let resp = self.send(c, self.auth.authorization(c.access)).await?;
             let status = resp.status();
             if status == StatusCode::UNAUTHORIZED && !authenticated {
                 let challenges = parse_challenges(resp.headers());
@@ -231,6 +232,44 @@ impl Registry {
             let body = read_limited(resp, c.limit, c.what).await?;
             return Ok(Answer { headers, body, url });
         }
+    }
+
+    /// Reacts to a 401: returns whether the request is worth sending again.
+    async fn authenticate(
+        &self,
+        challenges: &[Challenge],
+        access: Access,
+    ) -> Result<bool, SourceError> {
+        let at = RegistryIdentity {
+            registry: &self.reference.registry,
+            name: self.name(),
+            scheme: self.base.scheme(),
+            default_scope: self.scope(access),
+        };
+        match self.auth.react(challenges, &at)? {
+            Reaction::GiveUp => Ok(false),
+            Reaction::Resend => Ok(true),
+            Reaction::FetchToken(request) => {
+                let token = self.fetch_token(request).await?;
+                self.auth.store_token(access, token);
+                Ok(true)
+            }
+        }
+    }
+
+    async fn fetch_token(&self, t: TokenRequest) -> Result<HeaderValue, SourceError> {
+        let req = match (t.form, t.basic) {
+            (Some(form), _) => self.client.post(t.url).form(&form),
+            (None, Some(basic)) => self.client.get(t.url).header(AUTHORIZATION, basic),
+            (None, None) => self.client.get(t.url),
+        };
+        let resp = req.send().await.map_err(|e| transport_error(&t.what, &e))?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(status_error(&t.what, status, &[]));
+        }
+        let body = read_limited(resp, MAX_TOKEN_BYTES, &t.what).await?;
+        token_from_answer(&t.what, &body)
     }
 
     pub(super) async fn send(
