@@ -163,6 +163,7 @@ mod listing;
 pub mod local;
 pub mod oci;
 pub mod repository;
+mod retry;
 pub mod trust;
 
 fn utf8(what: &str, bytes: Vec<u8>) -> Result<String, SourceError> {

@@ -20,7 +20,10 @@ use super::{
     invalid,
     reference::OciReference,
 };
-use crate::http::HttpConfig;
+use crate::{
+    http::HttpConfig,
+    retry::{Backoff, retry},
+};
 
 /// How an OCI source behaves on the wire.
 #[derive(Clone)]
@@ -182,26 +185,18 @@ impl Registry {
         format!("repository:{}:{actions}", self.reference.repository)
     }
 
+    /// The retry schedule of this registry's requests.
+    pub(super) fn backoff(&self) -> Backoff {
+        self.config.http.backoff()
+    }
+
     /// Runs `op`, retrying temporary failures with exponential backoff.
-    pub(super) async fn retrying<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, SourceError>
+    pub(super) async fn retrying<T, F, Fut>(&self, what: &str, op: F) -> Result<T, SourceError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, SourceError>>,
     {
-        let attempts = self.config.http.attempts.max(1);
-        let mut delay = self.config.http.initial_backoff;
-        let mut attempt = 1;
-        loop {
-            match op().await {
-                Err(e @ SourceError::Transient { .. }) if attempt < attempts => {
-                    tracing::debug!(what, attempt, error = %e, "retrying registry request");
-                    tokio::time::sleep(delay).await;
-                    delay = delay.saturating_mul(2);
-                    attempt += 1;
-                }
-                r => return r,
-            }
-        }
+        retry(self.backoff(), what, op).await
     }
 
     pub(super) async fn call(&self, c: &Call<'_>) -> Result<Answer, SourceError> {
@@ -418,6 +413,17 @@ fn registry_errors(body: &[u8]) -> Option<String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registry_retries_stop_doubling_at_the_cap() {
+        let config = OciConfig {
+            http: crate::http::tests::capped_config(),
+            ..OciConfig::default()
+        };
+        let r = OciReference::parse("r/i").unwrap();
+        let registry = Registry::new(&r, OciCredentials::anonymous(), config).unwrap();
+        crate::retry::tests::assert_capped(registry.backoff());
+    }
 
     #[test]
     fn statuses_map_to_error_classes() {
