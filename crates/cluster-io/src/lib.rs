@@ -8,12 +8,15 @@
 //! - [`established`]: waiting until CustomResourceDefinitions are Established;
 //! - [`provider_kind`]: the provider kinds of both API groups ([`ProviderKind`]) and reading
 //!   provider objects of either;
+//! - [`configmaps`]: the air-gapped release ConfigMaps read through the API
+//!   ([`configmaps::KubeConfigMaps`]), skipping the release cache's own entries;
 //! - [`release_cache`]: the in-cluster cache of fetched releases ([`ReleaseCache`]);
 //! - [`provider_inputs`]: a provider's variables Secret and additional manifests;
 //! - [`installed`]: the kinds of objects the operator installs and prunes, and listing a
 //!   provider's installed objects.
 
 pub mod apply_error;
+pub mod configmaps;
 pub mod discovery;
 pub mod established;
 pub mod installed;

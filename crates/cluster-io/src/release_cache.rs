@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use capi_operator_api::{AnyProvider, CONFIGMAP_VERSION_LABEL, v1alpha2};
+use capi_release::Release;
 use capi_release_sources::{
     ReleaseSource, SourceError,
     configmap::{ConfigMapData, ConfigMapReader, ConfigMapSource},
@@ -16,9 +17,10 @@ use kube::{
     api::{ObjectMeta, PostParams},
 };
 
-use crate::provider_kind::owner_reference;
-
-pub use capi_kube_configmaps::{KubeConfigMaps, RELEASE_CACHE_LABEL, kube_to_source};
+use crate::{
+    configmaps::{RELEASE_CACHE_LABEL, is_release_cache, kube_to_source},
+    provider_kind::owner_reference,
+};
 
 /// Annotation on a release cache entry naming the source it was fetched from.
 pub const RELEASE_SOURCE_ANNOTATION: &str = "management.cluster.x-k8s.io/release-source";
@@ -86,9 +88,6 @@ pub struct ReleaseCache {
     api: Api<ConfigMap>,
 }
 
-/// A fetched release, from the cache or the source.
-pub type Release = capi_release_sources::Release;
-
 /// What the cache holds for one version.
 #[derive(Debug)]
 pub enum Lookup {
@@ -114,14 +113,6 @@ pub fn release_digest(r: &Release) -> String {
     h.update(r.metadata.as_bytes());
     h.update(r.components.as_bytes());
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Whether `cm` is one of the operator's release cache entries (its owner label).
-fn is_cache_entry(cm: &ConfigMap) -> bool {
-    cm.metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(RELEASE_CACHE_LABEL))
 }
 
 /// A label value naming `version`: label values allow no `+` (semver build metadata), which
@@ -169,7 +160,7 @@ impl ReleaseCache {
             .and_then(|a| a.get(RELEASE_SOURCE_ANNOTATION));
         // Not an entry (a user's ConfigMap), or fetchConfig now points elsewhere: the same
         // version from another source may differ.
-        if !is_cache_entry(&cm) || cached_key.map(String::as_str) != Some(key) {
+        if !is_release_cache(&cm) || cached_key.map(String::as_str) != Some(key) {
             return Ok(Lookup::Miss);
         }
         let Some(recorded) = recorded else {
@@ -285,7 +276,7 @@ impl ReleaseCache {
             Err(e) => return Err(cache(e)),
         }
         let existing = self.api.get(&name).await.map_err(cache)?;
-        if !is_cache_entry(&existing) && !is_go_release(&existing, p, &release.version) {
+        if !is_release_cache(&existing) && !is_go_release(&existing, p, &release.version) {
             return Err(SourceError::Invalid(format!(
                 "ConfigMap {name} exists and is not a release cache entry; it is left alone"
             )));

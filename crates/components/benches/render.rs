@@ -6,8 +6,9 @@
 
 use std::time::Instant;
 
-use capi_components::{pipeline, release::Release, render::render};
+use capi_components::{pipeline, render::render};
 use capi_operator_api::AnyProvider;
+use capi_release::Release;
 
 const RUNS: usize = 30;
 const WARMUP: usize = 3;

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use capi_operator_api::AnyProvider;
+use capi_release::Release;
 use serde_json::Value;
 
 use crate::{
@@ -17,26 +18,25 @@ use crate::{
     contract::{self, Finding},
     customize::ManagerReport,
     inventory,
-    release::Release,
     render::{self, RenderError, RenderExtras},
     rotation::{self, HashKey, Live, Rolled},
 };
 
 /// What the desired state depends on besides the provider object, its release and variables.
 #[derive(Debug, Default)]
-pub struct Inputs<'a> {
+pub struct Inputs {
     /// Additional manifests, the image mirror and the render's limits.
     pub extras: RenderExtras,
     /// The release's contract when the caller has read it from the metadata already.
-    pub contract: Option<&'a str>,
+    pub contract: Option<String>,
     /// Whether the provider is kept paused (the operator may keep it paused while the spec
     /// says otherwise, during a contract change).
     pub paused: bool,
     /// The version installed now; `None` before the first install.
-    pub installed: Option<&'a str>,
+    pub installed: Option<String>,
     /// The operator's config hash key; `None` when it cannot be read, and the Deployments then
     /// keep the hash their running counterparts carry (predicting no roll).
-    pub hash_key: Option<&'a HashKey>,
+    pub hash_key: Option<HashKey>,
     /// The running Deployments of the provider, by namespace and name.
     pub running: BTreeMap<(String, String), Live>,
     /// Whether clusterctl's inventory entry is kept.
@@ -69,9 +69,15 @@ pub fn desired(
     p: &AnyProvider,
     release: &Release,
     lookup: impl Fn(&str) -> Option<String>,
-    inputs: &Inputs<'_>,
+    inputs: &Inputs,
 ) -> Result<Desired, RenderError> {
-    let rendered = render::render_in(p, release, inputs.contract, lookup, &inputs.extras)?;
+    let rendered = render::render_in(
+        p,
+        release,
+        inputs.contract.as_deref(),
+        lookup,
+        &inputs.extras,
+    )?;
     let findings = contract::verify(
         p.provider_type,
         Some(rendered.contract.as_str()),
@@ -87,7 +93,7 @@ pub fn desired(
     };
     // Paused, the running hash is kept as for an opt-out: nothing else changes while paused,
     // and at unpause a Deployment whose content changed meanwhile rolls, with its event.
-    let rolled = match inputs.hash_key {
+    let rolled = match &inputs.hash_key {
         Some(key) => rotation::stamp(
             &mut objects,
             rotation::enabled(p) && !inputs.paused,
@@ -101,7 +107,7 @@ pub fn desired(
     };
     let pause = if inputs.paused {
         Pause::Paused {
-            version_changes: inputs.installed != Some(release.version.as_str()),
+            version_changes: inputs.installed.as_deref() != Some(release.version.as_str()),
         }
     } else {
         Pause::Running
@@ -206,7 +212,7 @@ spec:
     fn paused_at_the_installed_version_applies_only_its_deployments_at_zero() -> TestResult {
         let inputs = Inputs {
             paused: true,
-            installed: Some("v0.1.0"),
+            installed: Some("v0.1.0".into()),
             ..Default::default()
         };
         let d = desired(&provider(true)?, &release(METADATA), |_| None, &inputs)?;
@@ -216,7 +222,7 @@ spec:
         assert!(d.entry.is_none());
         // Paused on the way to another version: everything, still at zero.
         let upgrading = Inputs {
-            installed: Some("v0.0.9"),
+            installed: Some("v0.0.9".into()),
             ..inputs
         };
         let d = desired(&provider(true)?, &release(METADATA), |_| None, &upgrading)?;
@@ -230,7 +236,7 @@ spec:
         let broken = release("{{{ not metadata");
         assert!(desired(&provider(false)?, &broken, |_| None, &Inputs::default()).is_err());
         let inputs = Inputs {
-            contract: Some("v1beta2"),
+            contract: Some("v1beta2".into()),
             ..Default::default()
         };
         let d = desired(&provider(false)?, &broken, |_| None, &inputs)?;
@@ -243,7 +249,7 @@ spec:
         const HASH: &str = capi_operator_api::CONFIG_HASH_ANNOTATION;
         let key = HashKey::new(b"test key");
         let with_key = Inputs {
-            hash_key: Some(&key),
+            hash_key: Some(key),
             ..Default::default()
         };
         let d = desired(&provider(false)?, &release(METADATA), |_| None, &with_key)?;

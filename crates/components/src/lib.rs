@@ -7,7 +7,6 @@
 pub mod before_apply;
 pub mod contract;
 pub mod customize;
-pub mod defaults;
 pub mod desired;
 pub mod inventory;
 pub mod manager_args;
@@ -17,10 +16,8 @@ pub mod mirror;
 pub mod patch;
 pub mod pipeline;
 pub mod privileged;
-pub mod release;
 pub mod render;
 pub mod rotation;
 pub mod unresolved;
 pub mod upgrade;
 pub mod variables;
-pub mod version;

@@ -303,7 +303,7 @@ pub fn image_name(image: &str) -> String {
 pub fn identify(image: &str, version: &str) -> Option<ManagerFlagSet> {
     let name = image_name(image);
     let binary = KNOWN_BINARIES.iter().find(|b| b.image == name)?;
-    let v = crate::version::parse(version)?;
+    let v = capi_release::version::parse(version)?;
     let minor = nearest_minor(binary.minors, &v)?;
     Some(ManagerFlagSet {
         image: binary.image,

@@ -96,7 +96,7 @@ impl Metadata {
 
     /// The contract `version` abides by.
     pub fn contract_for(&self, version: &str) -> Result<&str, MetadataError> {
-        crate::version::parse(version)
+        capi_release::version::parse(version)
             .and_then(|v| self.series_for(&v))
             .map(|s| s.contract.as_str())
             .ok_or_else(|| MetadataError::NoSeries {

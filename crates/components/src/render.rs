@@ -6,7 +6,9 @@
 use capi_operator_api::AnyProvider;
 use serde_json::{Value, json};
 
-use crate::{customize, metadata::Metadata, patch, pipeline, release::Release};
+use capi_release::Release;
+
+use crate::{customize, metadata::Metadata, patch, pipeline};
 
 /// Everything that can go wrong rendering; all are configuration or release problems.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

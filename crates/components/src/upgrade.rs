@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use semver::Version;
 
-use crate::{metadata::Metadata, version};
+use capi_release::version;
+
+use crate::metadata::Metadata;
 
 /// Why a plan could not be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

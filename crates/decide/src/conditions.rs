@@ -80,7 +80,7 @@ pub fn set(conditions: &mut Vec<Condition>, want: &Desired, generation: Option<i
                 c.last_transition_time = now();
             }
             c.status = status.to_string();
-            c.reason = want.reason.clone();
+            c.reason.clone_from(&want.reason);
             c.message = message;
             c.observed_generation = generation;
             changed

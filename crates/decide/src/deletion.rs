@@ -368,7 +368,7 @@ mod tests {
         }
     }
 
-    fn facts<'a>(policy: DeletionPolicy, blockers: &'a [String], components: usize) -> Facts<'a> {
+    fn facts(policy: DeletionPolicy, blockers: &[String], components: usize) -> Facts<'_> {
         Facts {
             policy,
             blockers,

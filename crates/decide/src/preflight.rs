@@ -1,8 +1,8 @@
 //! Preflight checks: pure decisions over the provider objects the caches hold, so each rule is
 //! unit-tested without a cluster. Each failure has its own condition reason.
 
-use capi_components::{defaults, version};
 use capi_operator_api::{AnyProvider, ProviderType, note::found_note};
+use capi_release::{defaults, version};
 
 use super::reason;
 

@@ -100,7 +100,9 @@ impl Rechecks {
     }
 
     fn armed(&self) -> std::sync::MutexGuard<'_, HashMap<String, Armed>> {
-        self.armed.lock().unwrap_or_else(|e| e.into_inner())
+        self.armed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// After a full pass that left provider `key` unready: the delay of its first recheck.
@@ -153,7 +155,10 @@ impl Rechecks {
     /// The delay before looking again at `key`, still blocked (its deletion, or its install
     /// waiting for the core provider).
     pub fn blocked(&self, key: &str) -> Duration {
-        let mut blocked = self.blocked.lock().unwrap_or_else(|e| e.into_inner());
+        let mut blocked = self
+            .blocked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = blocked.entry(key.to_string()).or_insert(0);
         let delay = recheck_delay(*n, BLOCKED_CAP);
         *n = n.saturating_add(1);

@@ -18,7 +18,7 @@ use capi_components::{
 };
 use capi_operator_api::AnyProvider;
 use capi_provider_operator::controller::budget::ReleaseCost;
-use capi_release_sources::Release;
+use capi_release::Release;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 

@@ -9,8 +9,8 @@
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
-use capi_components::release::Release;
 use capi_operator_api::{CONFIGMAP_VERSION_LABEL, rollout::availability};
+use capi_release::Release;
 use capi_release_sources::{
     MAX_FILE_BYTES, ReleaseSource,
     airgap::{NAME_LABEL, dns_name, release_data},

@@ -181,8 +181,8 @@ pub async fn render(
         },
         contract: None,
         paused: p.spec.paused,
-        installed,
-        hash_key: key.as_ref(),
+        installed: installed.map(str::to_string),
+        hash_key: key,
         running: live_deployments(cluster, p).await?,
         inventory: target.clusterctl_inventory,
     };

@@ -9,6 +9,7 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
 use capi_operator_api::{AnyProvider, ProviderType};
+use capi_release::Release;
 use k8s_openapi::{
     ByteString, api::core::v1::Secret,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -22,7 +23,7 @@ use crate::{
     operator,
     progress::{self, Target, Want},
     providers::{ProviderArg, ProviderFlags},
-    release::{self, Located, Origin, Release, SourceFlags},
+    release::{self, Located, Origin, SourceFlags},
     vars::{self, VariableFlags},
 };
 

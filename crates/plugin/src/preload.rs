@@ -226,7 +226,7 @@ pub fn configmap_value(
     t: capi_operator_api::ProviderType,
     name: &str,
     namespace: &str,
-    r: &release::Release,
+    r: &capi_release::Release,
 ) -> anyhow::Result<Value> {
     let cm = airgap::release_configmap(t, name, namespace, r)?;
     let mut v = serde_json::to_value(&cm)?;

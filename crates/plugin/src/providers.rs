@@ -42,7 +42,7 @@ fn dns_label(s: &str) -> bool {
 }
 
 fn looks_like_version(s: &str) -> bool {
-    s == "latest" || (s.starts_with('v') && capi_components::version::parse(s).is_some())
+    s == "latest" || (s.starts_with('v') && capi_release::version::parse(s).is_some())
 }
 
 /// Parses `name[:namespace][:version][@source]` for type `t`.

@@ -37,7 +37,7 @@ pub fn reference(to: &str, dir: &Path) -> anyhow::Result<OciReference> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if capi_components::version::parse(&name).is_none() || !name.starts_with('v') {
+        if capi_release::version::parse(&name).is_none() || !name.starts_with('v') {
             bail!(
                 "{to} has no tag and {} is not named after a version: give REPOSITORY:TAG",
                 dir.display()

@@ -10,6 +10,7 @@ use std::{collections::BTreeMap, path::PathBuf};
 use anyhow::{Context, bail};
 use capi_components::pipeline;
 use capi_operator_api::{AnyProvider, FetchConfiguration, ProviderType};
+use capi_release::Release;
 use capi_release_sources::{
     airgap,
     fetch_config::{
@@ -24,8 +25,6 @@ use serde_json::Value;
 
 use crate::providers::ProviderArg;
 
-pub use capi_release_sources::Release;
-
 /// Flags choosing where releases come from when a provider names no source.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct SourceFlags {
@@ -39,7 +38,7 @@ pub struct SourceFlags {
     pub github_api_url: Option<String>,
 }
 
-pub use capi_kube_configmaps::KubeConfigMaps;
+pub use capi_cluster_io::configmaps::KubeConfigMaps;
 
 /// A release source of any kind, ConfigMaps read through the cluster.
 pub type AnySource = capi_release_sources::any_source::AnySource<KubeConfigMaps>;

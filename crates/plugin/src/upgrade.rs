@@ -529,8 +529,8 @@ async fn chosen_moves(
             bail!("{}: no release {to} in its source", describe(&p));
         }
         let newer = match (
-            capi_components::version::parse(&to),
-            capi_components::version::parse(&current),
+            capi_release::version::parse(&to),
+            capi_release::version::parse(&current),
         ) {
             (Some(t), Some(c)) => t > c,
             _ => true,

@@ -5,7 +5,9 @@ use std::{collections::BTreeMap, path::PathBuf};
 
 use anyhow::Context;
 
-use crate::release::{Release, variables};
+use capi_release::Release;
+
+use crate::release::variables;
 
 /// The variables flag.
 #[derive(clap::Args, Debug, Clone, Default)]

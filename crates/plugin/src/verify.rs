@@ -9,11 +9,12 @@ use capi_components::{
     metadata::Metadata,
 };
 use capi_operator_api::ProviderType;
+use capi_release::Release;
 
 use crate::{
     output::{self, OutputFlags},
     providers::ProviderFlags,
-    release::{self, Release, SourceFlags},
+    release::{self, SourceFlags},
 };
 
 /// Flags of `verify`.

@@ -14,7 +14,9 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
 };
 
-use crate::{Release, SourceError};
+use capi_release::Release;
+
+use crate::SourceError;
 
 /// Label naming the provider a release ConfigMap belongs to.
 pub const NAME_LABEL: &str = "provider.cluster.x-k8s.io/name";

@@ -351,7 +351,12 @@ mod tests {
         let req = |key: &str, op: &str, values: &[&str]| LabelSelectorRequirement {
             key: key.into(),
             operator: op.into(),
-            values: Some(values.iter().map(|s| s.to_string()).collect()),
+            values: Some(
+                values
+                    .iter()
+                    .map(std::string::ToString::to_string)
+                    .collect(),
+            ),
         };
         let s = LabelSelector {
             match_labels: Some(BTreeMap::from([("a".to_string(), "1".to_string())])),

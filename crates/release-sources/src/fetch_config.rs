@@ -39,7 +39,7 @@ pub const HTTP_CA_BUNDLE: &str = "HTTP_CA_BUNDLE";
 /// The components file a provider's release uses when its source does not name one: the
 /// well-known provider's own, else the provider type's (`infrastructure-components.yaml`, ...).
 pub fn default_components_file(t: ProviderType, name: &str) -> String {
-    capi_components::defaults::components_file(t, name).to_string()
+    capi_release::defaults::components_file(t, name).to_string()
 }
 
 /// The provider whose source is chosen.
@@ -166,7 +166,7 @@ pub fn source_for_provider<R: ConfigMapReader>(
     let url = match fetch.and_then(|f| f.url.clone()) {
         Some(u) => u,
         None => {
-            let d = capi_components::defaults::default_repository(t, name).ok_or_else(|| {
+            let d = capi_release::defaults::default_repository(t, name).ok_or_else(|| {
                 FetchConfigError::NoDefaultRepository {
                     provider_type: t,
                     name: name.to_string(),

@@ -214,9 +214,11 @@ impl GitHubSource {
             )));
         }
         if api_url.host_str() == Some("api.github.com") {
-            config
-                .redirect_hosts
-                .extend(GITHUB_ASSET_HOSTS.iter().map(|h| h.to_string()));
+            config.redirect_hosts.extend(
+                GITHUB_ASSET_HOSTS
+                    .iter()
+                    .map(std::string::ToString::to_string),
+            );
         }
         Ok(GitHubSource {
             http: Http::new(api_url.as_str(), token, config)?,
@@ -249,7 +251,7 @@ impl GitHubSource {
     fn endpoint(&self, segs: &[&str]) -> Result<String, SourceError> {
         let mut u = self.api.clone();
         u.path_segments_mut()
-            .map_err(|_| SourceError::Invalid("the GitHub API URL cannot be a base".into()))?
+            .map_err(|()| SourceError::Invalid("the GitHub API URL cannot be a base".into()))?
             .pop_if_empty()
             .extend(["repos", self.owner.as_str(), self.repo.as_str()])
             .extend(segs);
@@ -317,7 +319,7 @@ impl ReleaseSource for GitHubSource {
             for r in releases {
                 if r.draft
                     || out.has(&r.tag_name)
-                    || capi_components::version::parse(&r.tag_name).is_none()
+                    || capi_release::version::parse(&r.tag_name).is_none()
                 {
                     continue;
                 }

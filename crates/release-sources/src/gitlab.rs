@@ -151,7 +151,7 @@ impl GitLabSource {
         }
         let mut u = self.packages.clone();
         u.path_segments_mut()
-            .map_err(|_| SourceError::Invalid("the GitLab URL cannot be a base".into()))?
+            .map_err(|()| SourceError::Invalid("the GitLab URL cannot be a base".into()))?
             .extend([self.url.package.as_str(), version, file]);
         Ok(u.into())
     }

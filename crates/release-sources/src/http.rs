@@ -15,7 +15,10 @@ use std::{
 
 use reqwest::{StatusCode, Url, header::HeaderMap, redirect};
 
-use super::{MAX_FILE_BYTES, SourceError};
+use super::{
+    MAX_FILE_BYTES, SourceError,
+    retry::{Backoff, retry},
+};
 
 /// The rate limit quota a server announced in its last answer (GitHub's `x-ratelimit-*`,
 /// GitLab's `ratelimit-*` headers).
@@ -108,6 +111,13 @@ impl Default for HttpConfig {
             allow_http: false,
             ca_bundle: None,
         }
+    }
+}
+
+impl HttpConfig {
+    /// The retry schedule these settings ask for.
+    pub(crate) fn backoff(&self) -> Backoff {
+        Backoff::new(self.attempts, self.initial_backoff, self.max_backoff)
     }
 }
 
@@ -215,7 +225,7 @@ pub fn same_origin(a: &str, b: &str) -> bool {
 }
 
 fn host_of(url: &Url) -> Option<String> {
-    url.host_str().map(|h| h.to_ascii_lowercase())
+    url.host_str().map(str::to_ascii_lowercase)
 }
 
 impl Http {
@@ -321,20 +331,15 @@ impl Http {
     ) -> Result<Response, SourceError> {
         let limit = limit.min(self.config.max_bytes);
         let shown = redact_url(url);
-        let mut delay = self.config.initial_backoff;
-        let mut attempt = 1;
-        loop {
-            tracing::debug!(url = %shown, attempt, "GET");
-            match self.get_once(url, &shown, accept, limit).await {
-                Err(e @ SourceError::Transient { .. }) if attempt < self.config.attempts => {
-                    tracing::info!(url = %shown, attempt, error = %e, retry_in = ?delay, "retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = delay.saturating_mul(2).min(self.config.max_backoff);
-                    attempt += 1;
-                }
-                r => return r,
-            }
-        }
+        retry(self.backoff(), &shown, || {
+            self.get_once(url, &shown, accept, limit)
+        })
+        .await
+    }
+
+    /// The retry schedule of this client's requests.
+    fn backoff(&self) -> Backoff {
+        self.config.backoff()
     }
 
     async fn get_once(
@@ -344,6 +349,7 @@ impl Http {
         accept: &str,
         limit: usize,
     ) -> Result<Response, SourceError> {
+        tracing::debug!(url = %shown, "GET");
         let mut req = self.client.get(url).header("Accept", accept);
         match &self.credentials {
             Credentials::None => {}
@@ -480,8 +486,18 @@ pub fn next_link(headers: &HeaderMap) -> Option<String> {
 
 #[cfg(test)]
 #[allow(clippy::expect_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Settings whose retry delays double past their cap within a few retries.
+    pub(crate) fn capped_config() -> HttpConfig {
+        HttpConfig {
+            attempts: 8,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(2),
+            ..HttpConfig::default()
+        }
+    }
     use reqwest::header::HeaderValue;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
@@ -613,6 +629,12 @@ mod tests {
         let shown = format!("{h:?}");
         assert!(!shown.contains("ghp_s3cret"), "{shown}");
         assert!(shown.contains("<redacted>"));
+    }
+
+    #[test]
+    fn http_retries_stop_doubling_at_the_cap() {
+        let h = Http::new("https://api.github.com", None, capped_config()).expect("client");
+        crate::retry::tests::assert_capped(h.backoff());
     }
 
     #[test]

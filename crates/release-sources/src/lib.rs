@@ -11,6 +11,8 @@
 
 use std::future::Future;
 
+use capi_release::Release;
+
 /// Largest file accepted from any source, after decompression (bytes).
 pub const MAX_FILE_BYTES: usize = 32 * 1024 * 1024;
 
@@ -138,8 +140,8 @@ pub trait ReleaseSource: Send + Sync {
 pub fn versions_note(mut listed: Vec<String>) -> String {
     listed.sort_by(|a, b| {
         let (va, vb) = (
-            capi_components::version::parse(a),
-            capi_components::version::parse(b),
+            capi_release::version::parse(a),
+            capi_release::version::parse(b),
         );
         vb.cmp(&va).then_with(|| a.cmp(b))
     });
@@ -161,10 +163,8 @@ mod listing;
 pub mod local;
 pub mod oci;
 pub mod repository;
+mod retry;
 pub mod trust;
-
-/// A fetched release: its version, metadata.yaml and components text (the engine's type).
-pub use capi_components::release::Release;
 
 fn utf8(what: &str, bytes: Vec<u8>) -> Result<String, SourceError> {
     String::from_utf8(bytes).map_err(|_| SourceError::Invalid(format!("{what} is not UTF-8 text")))
@@ -200,10 +200,10 @@ pub async fn fetch_release<S: ReleaseSource>(
 /// The newest release (as clusterctl chooses it) that has a metadata.yaml, with that file.
 async fn latest<S: ReleaseSource>(source: &S) -> Result<(String, Vec<u8>), SourceError> {
     let tags = source.list_versions().await?;
-    for candidate in capi_components::version::latest_candidates(&tags) {
+    for candidate in capi_release::version::latest_candidates(&tags) {
         match source.fetch_file(&candidate, "metadata.yaml").await {
             Ok(m) => return Ok((candidate, m)),
-            Err(e) if e.is_not_found() => continue,
+            Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e),
         }
     }

@@ -25,10 +25,10 @@ impl ReleaseSource for LocalSource {
         let entries = std::fs::read_dir(&self.dir)
             .map_err(|e| SourceError::NotFound(format!("{} ({e})", self.dir.display())))?;
         Ok(entries
-            .filter_map(|e| e.ok())
+            .filter_map(std::result::Result::ok)
             .filter(|e| e.path().is_dir())
             .filter_map(|e| e.file_name().to_str().map(str::to_string))
-            .filter(|n| capi_components::version::parse(n).is_some())
+            .filter(|n| capi_release::version::parse(n).is_some())
             .collect())
     }
 

@@ -53,6 +53,8 @@ impl RepositoryUrl {
             .path_segments()
             .map(|s| s.filter(|p| !p.is_empty()).map(str::to_string).collect())
             .unwrap_or_default();
+        // URL paths are case-sensitive, and releases name their files in lower case.
+        #[allow(clippy::case_sensitive_file_extension_comparisons)]
         let names_file = segs
             .last()
             .is_some_and(|f| f.ends_with(".yaml") || f.ends_with(".yml"));

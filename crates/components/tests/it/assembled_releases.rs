@@ -9,8 +9,9 @@
 
 use std::{collections::BTreeMap, path::Path};
 
-use capi_components::{managers, release::Release, render::render};
+use capi_components::{managers, render::render};
 use capi_operator_api::AnyProvider;
+use capi_release::Release;
 use serde_json::{Value, json};
 
 use super::manager_flags::manager_args;

@@ -5,10 +5,10 @@
 use capi_components::{
     customize::ManagerReport,
     managers,
-    release::Release,
     render::{Rendered, render},
 };
 use capi_operator_api::AnyProvider;
+use capi_release::Release;
 use serde_json::{Value, json};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;

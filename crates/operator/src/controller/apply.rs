@@ -699,7 +699,10 @@ mod tests {
         let obj = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ns"}});
         let live = |rv: &str, writers: &[&str]| Live {
             rv: rv.into(),
-            writers: writers.iter().map(|w| w.to_string()).collect(),
+            writers: writers
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
             ..Live::default()
         };
         let pending = |seen: Option<Live>, known_same: bool| Pending {

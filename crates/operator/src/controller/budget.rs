@@ -47,7 +47,7 @@ pub struct ReleaseCost {
 
 impl ReleaseCost {
     /// The cost of `release`: its size and its nodes, counted without building them.
-    pub fn of(release: &capi_release_sources::Release) -> ReleaseCost {
+    pub fn of(release: &capi_release::Release) -> ReleaseCost {
         let bytes = release.components.len() + release.metadata.len();
         let nodes = capi_components::pipeline::count_nodes(&release.components).unwrap_or(0);
         ReleaseCost {
@@ -119,7 +119,9 @@ impl Share {
     }
 
     fn held(&self) -> usize {
-        self.permit.as_ref().map_or(0, |p| p.num_permits())
+        self.permit
+            .as_ref()
+            .map_or(0, tokio::sync::OwnedSemaphorePermit::num_permits)
     }
 }
 
@@ -425,7 +427,7 @@ mod tests {
     #[test]
     fn nodes_cost_as_well_as_bytes() {
         let text = "apiVersion: v1\nkind: List\nitems:\n".to_string() + &"- 0\n".repeat(1000);
-        let release = capi_release_sources::Release {
+        let release = capi_release::Release {
             version: "v1.0.0".into(),
             metadata: String::new(),
             components: text.clone(),

@@ -68,7 +68,10 @@ impl Events {
         let key = (object_key(regarding), ev.reason.clone());
         let note = digest(ev);
         let recorder = {
-            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            let mut last = self
+                .last
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             match last.get(&key) {
                 Some((n, r)) if *n == note => r.clone(),
                 _ => {
@@ -85,14 +88,20 @@ impl Events {
     /// that the memory holds only live providers however many come and go.
     pub fn forget(&self, regarding: &ObjectReference) {
         let object = object_key(regarding);
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         last.retain(|(o, _), _| *o != object);
     }
 
     /// How many (object, reason) notes are remembered.
     #[cfg(test)]
     pub fn remembered(&self) -> usize {
-        self.last.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 }
 

@@ -45,7 +45,12 @@ mod tests {
         LabelSelectorRequirement {
             key: key.into(),
             operator: op.into(),
-            values: Some(values.iter().map(|s| s.to_string()).collect()),
+            values: Some(
+                values
+                    .iter()
+                    .map(std::string::ToString::to_string)
+                    .collect(),
+            ),
         }
     }
 

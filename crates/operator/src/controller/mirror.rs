@@ -142,7 +142,7 @@ pub fn wake_all_on_change(
         }
         match setting.current() {
             Some(Err(e)) => {
-                tracing::warn!(error = %e, "image mirror setting unusable; providers keep what is installed")
+                tracing::warn!(error = %e, "image mirror setting unusable; providers keep what is installed");
             }
             _ => tracing::info!("image mirror setting changed; rendering every provider again"),
         }

@@ -260,7 +260,7 @@ impl OwnedKinds {
                 Err(e) if watched => warn!(kind = *k, group = *g, error = %e, "discovery failed"),
                 // cert-manager may be absent; its kinds are watched once its CRDs arrive.
                 Err(e) if group.is_none() => {
-                    info!(kind = *k, group = *g, error = %e, "kind not served; not watched")
+                    info!(kind = *k, group = *g, error = %e, "kind not served; not watched");
                 }
                 Err(e) => debug!(kind = *k, group = *g, error = %e, "kind not served yet"),
             }

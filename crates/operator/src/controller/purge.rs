@@ -280,7 +280,7 @@ pub async fn unguard(ctx: &Ctx, p: &AnyProvider) -> Result<(), kube::Error> {
 async fn remove_guard(ctx: &Ctx, name: &str) -> Result<(), kube::Error> {
     let dp = DeleteParams::default();
     let gone = |r: Result<_, kube::Error>| match r {
-        Ok(_) => Ok(()),
+        Ok(()) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e),
     };

@@ -65,7 +65,7 @@ pub async fn reconcile<P: ProviderKind>(obj: Arc<P>, ctx: Arc<Ctx>) -> Result<Ac
         Err(panic) => {
             let what = panic
                 .downcast_ref::<&str>()
-                .map(|s| s.to_string())
+                .map(std::string::ToString::to_string)
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown".into());
             tracing::error!(kind, panic = %what, "reconcile panicked; retrying with backoff");

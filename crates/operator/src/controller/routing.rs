@@ -39,7 +39,7 @@ impl Triggers {
     pub fn send(&self, (t, namespace, name): &Target) {
         for s in self.senders.get(t).into_iter().flatten() {
             // A closed channel means the controller is shutting down; nothing to route to.
-            let _ = s.send((namespace.to_string(), name.to_string()));
+            let _ = s.send((namespace.clone(), name.clone()));
         }
     }
 }

@@ -234,8 +234,8 @@ async fn lead(mut elector: Option<crate::leader::Elector>, opts: &Options) -> Op
         .store(true, std::sync::atomic::Ordering::SeqCst);
     if let Some(e) = elector.as_mut() {
         tokio::select! {
-            _ = e.acquire() => {}
-            _ = termination() => {
+            () = e.acquire() => {}
+            () = termination() => {
                 info!("terminated while waiting to lead");
                 return None;
             }
@@ -345,7 +345,7 @@ fn kind_controller<P: ProviderKind>(
                         tracing::debug!(error = %e, "reconcile failed");
                     }
                 })
-                .await
+                .await;
         })
     };
     KindController {

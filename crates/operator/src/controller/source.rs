@@ -12,9 +12,10 @@ use capi_release_sources::fetch_config::{
 
 use super::labels;
 
+pub use capi_cluster_io::configmaps::{KubeConfigMaps, RELEASE_CACHE_LABEL, kube_to_source};
 pub use capi_cluster_io::release_cache::{
-    KubeConfigMaps, Lookup, RELEASE_CACHE_LABEL, RELEASE_SOURCE_ANNOTATION, Release, ReleaseCache,
-    cache_name, data_of, is_go_release, kube_to_source, release_digest,
+    Lookup, RELEASE_SOURCE_ANNOTATION, ReleaseCache, cache_name, data_of, is_go_release,
+    release_digest,
 };
 
 /// The versions whose digests (and cache entries) are kept: the installed one, the one being
@@ -162,10 +163,10 @@ mod tests {
             .map(|v| (v.to_string(), String::new()))
             .collect();
         let mut kept = kept_versions(&recorded, Some("v1.0.1"), "v1.0.2");
-        kept.sort();
+        kept.sort_unstable();
         assert_eq!(kept, ["v1.0.0", "v1.0.1", "v1.0.2"]);
         let mut kept = kept_versions(&recorded, Some("v1.0.2"), "v1.0.2");
-        kept.sort();
+        kept.sort_unstable();
         assert_eq!(kept, ["v1.0.1", "v1.0.2"]);
         assert_eq!(kept_versions(&recorded, None, "v1.0.0"), ["v1.0.0"]);
     }

@@ -624,7 +624,7 @@ spec:
         "spec": {"version": "v1.12.0",
             "manager": {"additionalArgs": {"max-concurrent-reconciles": "5"}}},
     }))?;
-    let release = capi_components::release::Release {
+    let release = capi_release::Release {
         version: "v1.12.0".into(),
         metadata,
         components,

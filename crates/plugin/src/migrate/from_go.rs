@@ -243,7 +243,7 @@ async fn release_of(
     cluster: &Cluster,
     p: &AnyProvider,
     version: &str,
-) -> anyhow::Result<(capi_components::release::Release, String)> {
+) -> anyhow::Result<(capi_release::Release, String)> {
     let (t, name, ns) = (p.provider_type, p.name(), p.namespace());
     let fetch = p.spec.fetch_config.clone().unwrap_or_default();
     let selector = fetch.selector.clone().unwrap_or_else(|| {

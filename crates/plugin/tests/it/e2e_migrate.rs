@@ -14,8 +14,9 @@ use crate::support;
 
 use std::time::Duration;
 
-use capi_components::{release::Release, render};
+use capi_components::render;
 use capi_operator_api::AnyProvider;
+use capi_release::Release;
 use capi_test_support::{TestCluster, private_cluster, wait_for};
 use serde_json::{Value, json};
 use support::*;

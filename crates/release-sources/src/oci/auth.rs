@@ -1,22 +1,22 @@
 //! Registry authentication: the credentials from the provider Secret, the registry's
-//! `WWW-Authenticate` challenges, and the Basic and Bearer token flows answering them.
+//! `WWW-Authenticate` challenges, and the decisions of the Basic and Bearer token flows
+//! answering them. The registry client sends what these decide; this module sends nothing.
 
 use std::{
     collections::{BTreeMap, HashMap},
     fmt,
+    sync::Mutex,
 };
 
 use base64::Engine;
 use reqwest::{
     Url,
-    header::{AUTHORIZATION, HeaderMap, HeaderValue},
+    header::{HeaderMap, HeaderValue},
 };
 use serde::Deserialize;
 
 use super::{
-    CLIENT_ID, MAX_TOKEN_BYTES, OCI_ACCESS_TOKEN, OCI_PASSWORD, OCI_REFRESH_TOKEN, OCI_USERNAME,
-    SourceError,
-    client::{Registry, read_limited, status_error, transport_error},
+    CLIENT_ID, OCI_ACCESS_TOKEN, OCI_PASSWORD, OCI_REFRESH_TOKEN, OCI_USERNAME, SourceError,
     invalid,
 };
 
@@ -114,7 +114,7 @@ pub(super) enum Access {
 }
 
 #[derive(Default)]
-pub(super) struct AuthState {
+struct AuthState {
     /// The registry asked for Basic authentication, so credentials go with every request.
     basic: bool,
     /// Bearer tokens obtained from the token service, per access level.
@@ -128,12 +128,69 @@ pub(super) struct Challenge {
     params: BTreeMap<String, String>,
 }
 
-impl Registry {
+/// What a registry client knows about authenticating: the credentials, and what the registry
+/// asked for so far. The client sends, this decides: it names no client type, so the
+/// dependency between the two modules runs one way.
+pub(super) struct Authenticator {
+    credentials: OciCredentials,
+    state: Mutex<AuthState>,
+}
+
+/// What to do after a registry answered 401.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Reaction {
+    /// Nothing else to try: the refusal stands.
+    GiveUp,
+    /// Send the request again, now with Basic credentials.
+    Resend,
+    /// Get a bearer token from the registry's token service, then send the request again.
+    FetchToken(TokenRequest),
+}
+
+/// A request to a registry's token service.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct TokenRequest {
+    /// The token service's address, with the query of the GET flow.
+    pub(super) url: Url,
+    /// The OAuth2 refresh grant's form, POSTed instead of the GET flow when set.
+    pub(super) form: Option<Vec<(&'static str, String)>>,
+    /// Basic credentials for the GET flow.
+    pub(super) basic: Option<HeaderValue>,
+    /// The token's name in errors.
+    pub(super) what: String,
+}
+
+/// Where a registry is, for the messages and checks of the token flow.
+pub(super) struct RegistryIdentity<'a> {
+    /// The registry's host (and port), as the reference names it.
+    pub(super) registry: &'a str,
+    /// The repository's name in messages.
+    pub(super) name: String,
+    /// The scheme the registry is spoken to over: a token service is never asked over plain
+    /// HTTP for an HTTPS registry.
+    pub(super) scheme: &'a str,
+    /// The scope asked for when the challenge names none.
+    pub(super) default_scope: String,
+}
+
+impl Authenticator {
+    pub(super) fn new(credentials: OciCredentials) -> Authenticator {
+        Authenticator {
+            credentials,
+            state: Mutex::new(AuthState::default()),
+        }
+    }
+
+    pub(super) fn credentials(&self) -> &OciCredentials {
+        &self.credentials
+    }
+
+    /// The `Authorization` header for a request needing `access`, if any is known.
     pub(super) fn authorization(&self, access: Access) -> Option<HeaderValue> {
         if let Some(t) = &self.credentials.access_token {
             return sensitive(&format!("Bearer {t}"));
         }
-        let state = self.auth.lock().ok()?;
+        let state = self.state.lock().ok()?;
         if let Some(t) = state.tokens.get(&access) {
             return Some(t.clone());
         }
@@ -143,139 +200,141 @@ impl Registry {
         None
     }
 
-    /// Reacts to a 401: returns whether the request is worth sending again.
-    pub(super) async fn authenticate(
+    /// Keeps a bearer token the token service issued for `access`.
+    pub(super) fn store_token(&self, access: Access, token: HeaderValue) {
+        if let Ok(mut state) = self.state.lock() {
+            state.tokens.insert(access, token);
+        }
+    }
+
+    /// Reacts to a 401 carrying `challenges`.
+    pub(super) fn react(
         &self,
         challenges: &[Challenge],
-        access: Access,
-    ) -> Result<bool, SourceError> {
+        at: &RegistryIdentity<'_>,
+    ) -> Result<Reaction, SourceError> {
         if self.credentials.access_token.is_some() {
             // The one token we have was refused; nothing else to try.
-            return Ok(false);
+            return Ok(Reaction::GiveUp);
         }
         if let Some(bearer) = challenges
             .iter()
             .find(|c| c.scheme.eq_ignore_ascii_case("bearer"))
         {
-            let realm = bearer.params.get("realm").ok_or_else(|| {
-                invalid(format!(
-                    "registry {} asked for a bearer token without naming a token service",
-                    self.reference.registry
-                ))
-            })?;
-            let scope = bearer
-                .params
-                .get("scope")
-                .cloned()
-                .unwrap_or_else(|| self.scope(access));
-            tracing::debug!(registry = %self.reference.registry, %scope, "fetching a registry token");
-            let token = self
-                .fetch_token(
-                    realm,
-                    bearer.params.get("service").map(String::as_str),
-                    &scope,
-                )
-                .await?;
-            if let Ok(mut state) = self.auth.lock() {
-                state.tokens.insert(access, token);
-            }
-            return Ok(true);
+            return self.token_request(bearer, at).map(Reaction::FetchToken);
         }
         if challenges
             .iter()
             .any(|c| c.scheme.eq_ignore_ascii_case("basic"))
             && self.credentials.username.is_some()
-            && let Ok(mut state) = self.auth.lock()
+            && let Ok(mut state) = self.state.lock()
             && !state.basic
         {
-            tracing::debug!(registry = %self.reference.registry, "registry asked for basic authentication");
+            tracing::debug!(registry = %at.registry, "registry asked for basic authentication");
             state.basic = true;
-            return Ok(true);
+            return Ok(Reaction::Resend);
         }
-        Ok(false)
+        Ok(Reaction::GiveUp)
     }
 
-    async fn fetch_token(
+    /// The request a bearer challenge asks for: the refresh grant when a refresh token is set,
+    /// else a GET with the Basic credentials (or none).
+    fn token_request(
         &self,
-        realm: &str,
-        service: Option<&str>,
-        scope: &str,
-    ) -> Result<HeaderValue, SourceError> {
-        let registry = &self.reference.registry;
-        let mut url = Url::parse(realm).map_err(|_| {
+        bearer: &Challenge,
+        at: &RegistryIdentity<'_>,
+    ) -> Result<TokenRequest, SourceError> {
+        let registry = at.registry;
+        let realm = bearer.params.get("realm").ok_or_else(|| {
             invalid(format!(
-                "registry {registry} named an invalid token service address"
+                "registry {registry} asked for a bearer token without naming a token service"
             ))
         })?;
-        match (url.scheme(), self.base.scheme()) {
-            ("https", _) | ("http", "http") => {}
-            ("http", _) => {
-                return Err(invalid(format!(
-                    "registry {registry} named a plain-HTTP token service ({}); credentials are sent over HTTPS only",
-                    url.host_str().unwrap_or("?")
-                )));
-            }
-            (other, _) => {
-                return Err(invalid(format!(
-                    "registry {registry} named a token service with scheme {other:?}"
-                )));
-            }
-        }
+        let service = bearer.params.get("service");
+        let scope = bearer
+            .params
+            .get("scope")
+            .cloned()
+            .unwrap_or_else(|| at.default_scope.clone());
+        tracing::debug!(%registry, %scope, "fetching a registry token");
+        let mut url = token_service_url(realm, at)?;
         let what = format!(
             "a token for {} from {}",
-            self.name(),
+            at.name,
             url.host_str().unwrap_or("?")
         );
-        let req = if let Some(refresh) = &self.credentials.refresh_token {
-            let mut form: Vec<(&str, &str)> = vec![
-                ("grant_type", "refresh_token"),
-                ("refresh_token", refresh),
-                ("client_id", CLIENT_ID),
+        if let Some(refresh) = &self.credentials.refresh_token {
+            let mut form = vec![
+                ("grant_type", "refresh_token".to_string()),
+                ("refresh_token", refresh.clone()),
+                ("client_id", CLIENT_ID.to_string()),
                 ("scope", scope),
             ];
+            form.extend(service.map(|s| ("service", s.clone())));
+            return Ok(TokenRequest {
+                url,
+                form: Some(form),
+                basic: None,
+                what,
+            });
+        }
+        {
+            let mut q = url.query_pairs_mut();
             if let Some(s) = service {
-                form.push(("service", s));
+                q.append_pair("service", s);
             }
-            self.client.post(url).form(&form)
-        } else {
-            {
-                let mut q = url.query_pairs_mut();
-                if let Some(s) = service {
-                    q.append_pair("service", s);
-                }
-                for s in scope.split_whitespace() {
-                    q.append_pair("scope", s);
-                }
+            for s in scope.split_whitespace() {
+                q.append_pair("scope", s);
             }
-            let mut req = self.client.get(url);
-            if let Some(h) = self.credentials.basic_header() {
-                req = req.header(AUTHORIZATION, h);
-            }
-            req
-        };
-        let resp = req.send().await.map_err(|e| transport_error(&what, &e))?;
-        let status = resp.status();
-        if !status.is_success() {
-            return Err(status_error(&what, status, &[]));
         }
-        let body = read_limited(resp, MAX_TOKEN_BYTES, &what).await?;
-        #[derive(Deserialize)]
-        struct TokenAnswer {
-            #[serde(default)]
-            token: Option<String>,
-            #[serde(default)]
-            access_token: Option<String>,
-        }
-        let answer: TokenAnswer = serde_json::from_slice(&body)
-            .map_err(|_| invalid(format!("{what}: the token service's answer is not JSON")))?;
-        let token = answer
-            .token
-            .filter(|t| !t.is_empty())
-            .or(answer.access_token.filter(|t| !t.is_empty()))
-            .ok_or_else(|| invalid(format!("{what}: the token service returned no token")))?;
-        sensitive(&format!("Bearer {token}"))
-            .ok_or_else(|| invalid(format!("{what}: the token is not a valid header value")))
+        Ok(TokenRequest {
+            url,
+            form: None,
+            basic: self.credentials.basic_header(),
+            what,
+        })
     }
+}
+
+/// The token service's address `realm`, refused when credentials would travel over plain HTTP
+/// to it from an HTTPS registry.
+fn token_service_url(realm: &str, at: &RegistryIdentity<'_>) -> Result<Url, SourceError> {
+    let registry = at.registry;
+    let url = Url::parse(realm).map_err(|_| {
+        invalid(format!(
+            "registry {registry} named an invalid token service address"
+        ))
+    })?;
+    match (url.scheme(), at.scheme) {
+        ("https", _) | ("http", "http") => Ok(url),
+        ("http", _) => Err(invalid(format!(
+            "registry {registry} named a plain-HTTP token service ({}); credentials are sent over HTTPS only",
+            url.host_str().unwrap_or("?")
+        ))),
+        (other, _) => Err(invalid(format!(
+            "registry {registry} named a token service with scheme {other:?}"
+        ))),
+    }
+}
+
+/// The bearer token in a token service's answer (`token`, or OAuth2's `access_token`).
+pub(super) fn token_from_answer(what: &str, body: &[u8]) -> Result<HeaderValue, SourceError> {
+    #[derive(Deserialize)]
+    struct TokenAnswer {
+        #[serde(default)]
+        token: Option<String>,
+        #[serde(default)]
+        access_token: Option<String>,
+    }
+    let answer: TokenAnswer = serde_json::from_slice(body)
+        .map_err(|_| invalid(format!("{what}: the token service's answer is not JSON")))?;
+    let token = answer
+        .token
+        .filter(|t| !t.is_empty())
+        .or(answer.access_token.filter(|t| !t.is_empty()))
+        .ok_or_else(|| invalid(format!("{what}: the token service returned no token")))?;
+    sensitive(&format!("Bearer {token}"))
+        .ok_or_else(|| invalid(format!("{what}: the token is not a valid header value")))
 }
 
 /// Parses every `WWW-Authenticate` header: `Scheme k="v",k2="v2"` (values may hold commas).
@@ -366,6 +425,66 @@ mod tests {
         assert_eq!(b.params["realm"], "Registry \"Realm\"");
         assert_eq!(b.params["charset"], "UTF-8");
         assert_eq!(parse_challenge("Basic").unwrap().params.len(), 0);
+    }
+
+    fn at(scheme: &str) -> RegistryIdentity<'_> {
+        RegistryIdentity {
+            registry: "registry.example",
+            name: "registry.example/r/i".into(),
+            scheme,
+            default_scope: "repository:r/i:pull".into(),
+        }
+    }
+
+    fn challenged(header: &str) -> Vec<Challenge> {
+        vec![parse_challenge(header).unwrap()]
+    }
+
+    #[test]
+    fn bearer_challenges_ask_for_a_token_the_way_the_credentials_allow() {
+        let bearer = challenged(r#"Bearer realm="https://auth.example/token",service="reg""#);
+        let basic = Authenticator::new(OciCredentials::basic("robot", "pw"));
+        let Reaction::FetchToken(t) = basic.react(&bearer, &at("https")).unwrap() else {
+            panic!("a bearer challenge asks for a token");
+        };
+        assert_eq!(
+            t.url.as_str(),
+            "https://auth.example/token?service=reg&scope=repository%3Ar%2Fi%3Apull"
+        );
+        assert!(t.form.is_none() && t.basic.is_some());
+        let refresh = Authenticator::new(OciCredentials::anonymous().with_refresh_token("rt"));
+        let Reaction::FetchToken(t) = refresh.react(&bearer, &at("https")).unwrap() else {
+            panic!("a bearer challenge asks for a token");
+        };
+        let form = t.form.unwrap();
+        assert!(form.contains(&("grant_type", "refresh_token".to_string())));
+        assert!(form.contains(&("service", "reg".to_string())));
+        assert!(t.basic.is_none());
+        let plain = challenged(r#"Bearer realm="http://auth.example/token""#);
+        assert!(matches!(
+            basic.react(&plain, &at("https")),
+            Err(SourceError::Invalid(m)) if m.contains("plain-HTTP")
+        ));
+        let fixed = Authenticator::new(OciCredentials::access_token("t"));
+        assert_eq!(
+            fixed.react(&bearer, &at("https")).unwrap(),
+            Reaction::GiveUp
+        );
+    }
+
+    #[test]
+    fn basic_challenges_turn_basic_authentication_on_once() {
+        let basic = challenged(r#"Basic realm="r""#);
+        let auth = Authenticator::new(OciCredentials::basic("robot", "pw"));
+        assert_eq!(auth.authorization(Access::Pull), None);
+        assert_eq!(auth.react(&basic, &at("https")).unwrap(), Reaction::Resend);
+        assert!(auth.authorization(Access::Pull).is_some());
+        assert_eq!(auth.react(&basic, &at("https")).unwrap(), Reaction::GiveUp);
+        let anonymous = Authenticator::new(OciCredentials::anonymous());
+        assert_eq!(
+            anonymous.react(&basic, &at("https")).unwrap(),
+            Reaction::GiveUp
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The registry client: one HTTP client per registry, requests retried with backoff and
 //! authenticated when challenged, answers read within limits, and statuses mapped to errors.
 
-use std::{fmt, future::Future, sync::Mutex, time::Duration};
+use std::{fmt, future::Future, time::Duration};
 
 use reqwest::{
     Method, StatusCode, Url,
@@ -12,12 +12,18 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::{
-    MAX_ERROR_BYTES, MAX_MANIFEST_BYTES, SourceError,
-    auth::{Access, AuthState, OciCredentials, parse_challenges},
+    MAX_ERROR_BYTES, MAX_MANIFEST_BYTES, MAX_TOKEN_BYTES, SourceError,
+    auth::{
+        Access, Authenticator, Challenge, OciCredentials, Reaction, RegistryIdentity, TokenRequest,
+        parse_challenges, token_from_answer,
+    },
     invalid,
     reference::OciReference,
 };
-use crate::http::HttpConfig;
+use crate::{
+    http::HttpConfig,
+    retry::{Backoff, retry},
+};
 
 /// How an OCI source behaves on the wire.
 #[derive(Clone)]
@@ -75,16 +81,15 @@ pub(super) struct Registry {
     pub(super) client: reqwest::Client,
     pub(super) base: Url,
     pub(super) reference: OciReference,
-    pub(super) credentials: OciCredentials,
     pub(super) config: OciConfig,
-    pub(super) auth: Mutex<AuthState>,
+    auth: Authenticator,
 }
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Registry")
             .field("reference", &self.reference.to_string())
-            .field("credentials", &self.credentials)
+            .field("credentials", self.auth.credentials())
             .field("config", &self.config)
             .finish()
     }
@@ -93,7 +98,7 @@ impl fmt::Debug for Registry {
 pub(super) fn origin(u: &Url) -> (String, Option<String>, Option<u16>) {
     (
         u.scheme().to_string(),
-        u.host_str().map(|h| h.to_ascii_lowercase()),
+        u.host_str().map(str::to_ascii_lowercase),
         u.port_or_known_default(),
     )
 }
@@ -157,9 +162,8 @@ impl Registry {
             client,
             base,
             reference: reference.clone(),
-            credentials,
             config,
-            auth: Mutex::new(AuthState::default()),
+            auth: Authenticator::new(credentials),
         })
     }
 
@@ -181,26 +185,18 @@ impl Registry {
         format!("repository:{}:{actions}", self.reference.repository)
     }
 
+    /// The retry schedule of this registry's requests.
+    pub(super) fn backoff(&self) -> Backoff {
+        self.config.http.backoff()
+    }
+
     /// Runs `op`, retrying temporary failures with exponential backoff.
-    pub(super) async fn retrying<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, SourceError>
+    pub(super) async fn retrying<T, F, Fut>(&self, what: &str, op: F) -> Result<T, SourceError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, SourceError>>,
     {
-        let attempts = self.config.http.attempts.max(1);
-        let mut delay = self.config.http.initial_backoff;
-        let mut attempt = 1;
-        loop {
-            match op().await {
-                Err(e @ SourceError::Transient { .. }) if attempt < attempts => {
-                    tracing::debug!(what, attempt, error = %e, "retrying registry request");
-                    tokio::time::sleep(delay).await;
-                    delay = delay.saturating_mul(2);
-                    attempt += 1;
-                }
-                r => return r,
-            }
-        }
+        retry(self.backoff(), what, op).await
     }
 
     pub(super) async fn call(&self, c: &Call<'_>) -> Result<Answer, SourceError> {
@@ -211,7 +207,7 @@ impl Registry {
     pub(super) async fn call_once(&self, c: &Call<'_>) -> Result<Answer, SourceError> {
         let mut authenticated = false;
         loop {
-            let resp = self.send(c, self.authorization(c.access)).await?;
+            let resp = self.send(c, self.auth.authorization(c.access)).await?;
             let status = resp.status();
             if status == StatusCode::UNAUTHORIZED && !authenticated {
                 let challenges = parse_challenges(resp.headers());
@@ -233,6 +229,44 @@ impl Registry {
         }
     }
 
+    /// Reacts to a 401: returns whether the request is worth sending again.
+    async fn authenticate(
+        &self,
+        challenges: &[Challenge],
+        access: Access,
+    ) -> Result<bool, SourceError> {
+        let at = RegistryIdentity {
+            registry: &self.reference.registry,
+            name: self.name(),
+            scheme: self.base.scheme(),
+            default_scope: self.scope(access),
+        };
+        match self.auth.react(challenges, &at)? {
+            Reaction::GiveUp => Ok(false),
+            Reaction::Resend => Ok(true),
+            Reaction::FetchToken(request) => {
+                let token = self.fetch_token(request).await?;
+                self.auth.store_token(access, token);
+                Ok(true)
+            }
+        }
+    }
+
+    async fn fetch_token(&self, t: TokenRequest) -> Result<HeaderValue, SourceError> {
+        let req = match (t.form, t.basic) {
+            (Some(form), _) => self.client.post(t.url).form(&form),
+            (None, Some(basic)) => self.client.get(t.url).header(AUTHORIZATION, basic),
+            (None, None) => self.client.get(t.url),
+        };
+        let resp = req.send().await.map_err(|e| transport_error(&t.what, &e))?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(status_error(&t.what, status, &[]));
+        }
+        let body = read_limited(resp, MAX_TOKEN_BYTES, &t.what).await?;
+        token_from_answer(&t.what, &body)
+    }
+
     pub(super) async fn send(
         &self,
         c: &Call<'_>,
@@ -249,7 +283,7 @@ impl Registry {
             Some(b) => req = req.body(b.to_vec()),
             // Some registries want an explicit empty body on POST and PUT.
             None if c.method == Method::POST || c.method == Method::PUT => {
-                req = req.body(Vec::new())
+                req = req.body(Vec::new());
             }
             None => {}
         }
@@ -379,6 +413,17 @@ fn registry_errors(body: &[u8]) -> Option<String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registry_retries_stop_doubling_at_the_cap() {
+        let config = OciConfig {
+            http: crate::http::tests::capped_config(),
+            ..OciConfig::default()
+        };
+        let r = OciReference::parse("r/i").unwrap();
+        let registry = Registry::new(&r, OciCredentials::anonymous(), config).unwrap();
+        crate::retry::tests::assert_capped(registry.backoff());
+    }
 
     #[test]
     fn statuses_map_to_error_classes() {

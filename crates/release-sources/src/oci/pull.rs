@@ -45,7 +45,9 @@ impl Registry {
                 .map_err(|e| invalid(format!("{what}: unexpected answer: {e}")))?;
             let tags = page.tags.unwrap_or_default();
             out.expect_entries(tags.len())?;
-            tags.into_iter().for_each(|t| out.push(t));
+            for t in tags {
+                out.push(t);
+            }
             // Registries send relative links; pagination never leaves the registry.
             match next_link(&answer.headers).and_then(|n| answer.url.join(&n).ok()) {
                 Some(next) if origin(&next) == origin(&self.base) => url = next,

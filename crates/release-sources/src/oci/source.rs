@@ -141,7 +141,7 @@ impl ReleaseSource for OciSource {
             .list_tags()
             .await?
             .into_iter()
-            .filter(|t| capi_components::version::parse(t).is_some())
+            .filter(|t| capi_release::version::parse(t).is_some())
             .collect())
     }
 

@@ -8,7 +8,8 @@ use capi_components::metadata::Metadata;
 use capi_decide::settle::backoff_delay;
 use capi_decide::{Note, plan, reason};
 use capi_operator_api::conditions::{PREFLIGHT_CHECK_PASSED, PROVIDER_INSTALLED};
-use capi_release_sources::{Release, SourceError, fetch_release};
+use capi_release::Release;
+use capi_release_sources::{SourceError, fetch_release};
 use tracing::{debug, info, warn};
 
 use crate::controller::budget::{ReleaseCost, Share};
@@ -266,10 +267,10 @@ async fn record_digest<P>(state: &mut State<'_, P>, cache: &ReleaseCache, releas
     match cache.prune(state.provider, &keep).await {
         Ok(0) => {}
         Ok(n) => {
-            debug!(provider = %provider_key(state.provider), pruned = n, "old release cache entries deleted")
+            debug!(provider = %provider_key(state.provider), pruned = n, "old release cache entries deleted");
         }
         Err(e) => {
-            warn!(provider = %provider_key(state.provider), error = %e, "old release cache entries not pruned")
+            warn!(provider = %provider_key(state.provider), error = %e, "old release cache entries not pruned");
         }
     }
 }

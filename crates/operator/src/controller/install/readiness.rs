@@ -100,7 +100,7 @@ pub(in crate::controller) async fn ready_condition(ctx: &Ctx, p: &AnyProvider) -
         }
         names.push(d.metadata.name.as_deref().unwrap_or(""));
     }
-    names.sort();
+    names.sort_unstable();
     Desired::ok(
         READY,
         reason::AVAILABLE,

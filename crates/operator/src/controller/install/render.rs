@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use capi_cluster_io::provider_inputs::{self, Manifests};
-use capi_components::before_apply::{Pause, finalize};
-use capi_components::{contract as release_contract, render, rotation};
+use capi_components::desired;
+use capi_components::render::{RenderError, RenderExtras};
+use capi_components::rotation;
 use capi_decide::{
     Note,
     conditions::{self, Desired},
@@ -14,7 +15,7 @@ use capi_decide::{
 };
 use capi_operator_api::conditions::PROVIDER_INSTALLED;
 use capi_operator_api::{AnyProvider, ROLLOUT_ON_CONFIG_CHANGE_ANNOTATION};
-use capi_release_sources::Release;
+use capi_release::Release;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use serde_json::Value;
@@ -27,7 +28,7 @@ use crate::controller::outcome::{Outcome, problem};
 use crate::controller::report::list_note;
 
 use super::fetch::Fetched;
-use super::{Phase, State, end, upgrading};
+use super::{Phase, State, end};
 
 /// What the render phase hands on: the objects to apply and what the report says of them.
 pub(super) struct Render {
@@ -43,43 +44,51 @@ pub(super) struct Render {
     pub(super) rolled: Vec<rotation::Rolled>,
 }
 
-/// Renders on a blocking thread: a large release takes long enough (a quarter of a second for
-/// one 16 times the core release) to delay lease renewal and watch handling on the operator's
-/// one event-loop thread.
-async fn render_off_the_event_loop(
+/// Builds the desired state on a blocking thread: a large release takes long enough (a
+/// quarter of a second for one 16 times the core release) to delay lease renewal and watch
+/// handling on the operator's one event-loop thread.
+async fn desired_off_the_event_loop(
     p: &AnyProvider,
     release: &Release,
     vars: &BTreeMap<String, String>,
-    extras: render::RenderExtras,
-) -> Result<render::Rendered, render::RenderError> {
+    inputs: desired::Inputs,
+) -> Result<desired::Desired, RenderError> {
     let (p, release, vars) = (p.clone(), release.clone(), vars.clone());
     let job = tokio::task::spawn_blocking(move || {
-        render::render_with(&p, &release, |k| vars.get(k).cloned(), &extras)
+        desired::desired(&p, &release, |k| vars.get(k).cloned(), &inputs)
     });
     match job.await {
         Ok(r) => r,
         // Only a panic inside the render gets here; report it as a failed render.
-        Err(e) => Err(render::RenderError::Stopped(e.to_string())),
+        Err(e) => Err(RenderError::Stopped(e.to_string())),
     }
 }
 
-/// Renders the release with the provider's settings and finalizes the objects to apply.
+/// Builds the provider's desired state (capi_components::desired: the render with the
+/// provider's settings, the config hash given the running Deployments, the pause, the
+/// inventory entry) and checks that the operator can own every object of it.
 pub(super) async fn render_objects<P>(
     state: &mut State<'_, P>,
     fetched: &Fetched,
     vars: &BTreeMap<String, String>,
     paused: bool,
 ) -> Phase<Render> {
-    let mirror = image_mirror(state.ctx)?;
-    let additional = read_additional_manifests(state.ctx, state.provider).await?;
-    let extras = render::RenderExtras {
-        additional_manifests: additional,
-        mirror,
-        limits: fetched.limits,
+    let inputs = desired::Inputs {
+        extras: RenderExtras {
+            additional_manifests: read_additional_manifests(state.ctx, state.provider).await?,
+            mirror: image_mirror(state.ctx)?,
+            limits: fetched.limits,
+        },
+        contract: Some(fetched.contract.clone()),
+        paused,
+        installed: state.status.installed_version.clone(),
+        hash_key: Some(state.ctx.opts.config_hash_key.clone()),
+        running: running_deployments(state.ctx, state.provider),
+        inventory: state.ctx.inventory,
     };
-    let rendered =
-        match render_off_the_event_loop(state.provider, &fetched.release, vars, extras).await {
-            Ok(r) => r,
+    let built =
+        match desired_off_the_event_loop(state.provider, &fetched.release, vars, inputs).await {
+            Ok(d) => d,
             Err(e) if e.reason() == reason::MISSING_VARIABLES => {
                 let message = format!("{e}; {}", not_found::variables_note(state.provider, vars));
                 return end(problem(PROVIDER_INSTALLED, e.reason(), message));
@@ -88,35 +97,15 @@ pub(super) async fn render_objects<P>(
         };
     conditions::set(
         &mut state.status.conditions,
-        &readiness::manager_configured(&rendered.managers),
+        &readiness::manager_configured(&built.managers),
         state.provider.metadata.generation,
     );
-    for r in &rendered.managers {
+    for r in &built.managers {
         for finding in &r.findings {
             debug!(provider = %provider_key(state.provider), deployment = %r.deployment, field = %finding.field, problem = %finding.problem, "manager setting without effect");
         }
     }
-    let verified = contract_verified(state.provider, &fetched.contract, &rendered.objects);
-    let count = rendered.objects.len();
-    let pause = if paused {
-        Pause::Paused {
-            version_changes: upgrading(state.status, &fetched.version),
-        }
-    } else {
-        Pause::Running
-    };
-    let mut objects = rendered.objects;
-    // Before finalizing, which keeps only the Deployments of a paused provider. Paused, the
-    // running hash is kept as for an opt-out: nothing else changes while paused, and at
-    // unpause a Deployment whose content changed meanwhile rolls, with its event.
-    let rolled = stamp_config_hash(
-        state.ctx,
-        state.provider,
-        &mut objects,
-        rotation::enabled(state.provider) && !paused,
-    );
-    finalize(&mut objects, state.provider, pause);
-    let unowned = capi_cluster_io::installed::unowned_objects(&objects);
+    let unowned = capi_cluster_io::installed::unowned_objects(&built.objects);
     if !unowned.is_empty() {
         let message = list_note(
             "the release holds objects of kinds the operator cannot watch, prune or delete, so nothing of it is applied: ",
@@ -126,29 +115,18 @@ pub(super) async fn render_objects<P>(
         );
         return end(problem(PROVIDER_INSTALLED, reason::UNOWNED_KIND, message));
     }
-    let entry = state
-        .ctx
-        .inventory
-        .then(|| capi_components::inventory::entry(state.provider, &fetched.version));
     ControlFlow::Continue(Render {
-        objects,
-        count,
-        verified,
-        entry,
-        rolled,
+        verified: readiness::contract_verified(&built.findings),
+        objects: built.objects,
+        count: built.rendered,
+        entry: built.entry,
+        rolled: built.rolled,
     })
 }
 
-/// Stamps the provider's Deployments with the hash of the rendered content they read (see
-/// [`rotation`]), given what the running ones carry; `enabled` false keeps what runs.
-fn stamp_config_hash(
-    ctx: &Ctx,
-    p: &AnyProvider,
-    objects: &mut [Value],
-    enabled: bool,
-) -> Vec<rotation::Rolled> {
-    let running: BTreeMap<(String, String), rotation::Live> = ctx
-        .world
+/// The provider's running Deployments in the index, by namespace and name.
+fn running_deployments(ctx: &Ctx, p: &AnyProvider) -> BTreeMap<(String, String), rotation::Live> {
+    ctx.world
         .deployments_of(p)
         .iter()
         .map(|d| {
@@ -157,10 +135,7 @@ fn stamp_config_hash(
                 rotation::Live::of(d),
             )
         })
-        .collect();
-    rotation::stamp(objects, enabled, &ctx.opts.config_hash_key, |ns, name| {
-        running.get(&(ns.to_string(), name.to_string())).cloned()
-    })
+        .collect()
 }
 
 /// The event of the Deployments that roll because content they read changed, naming the
@@ -212,15 +187,6 @@ pub(super) fn rollout_note(ctx: &Ctx, r: &Render) -> Option<Note> {
         );
         Note::normal(reason::CONFIG_CHANGE_ROLLED, note)
     })
-}
-
-/// The same checks as `kubectl capi-providers verify`, on what was rendered.
-fn contract_verified(p: &AnyProvider, contract: &str, objects: &[Value]) -> Desired {
-    readiness::contract_verified(&release_contract::verify(
-        p.provider_type,
-        Some(contract),
-        objects,
-    ))
 }
 
 /// The operator-wide image mirror; a malformed setting stops the install before anything is

@@ -238,7 +238,7 @@ const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/";
 const PROVIDERS: &str = "/apis/management.cluster.x-k8s.io/";
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response<Body> {

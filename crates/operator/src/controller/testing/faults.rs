@@ -448,7 +448,7 @@ impl Run {
             self.stage = stage;
             self.user_acts(stage);
             self.fake.faults_on(true);
-            for _ in 0..1 + self.rng.below(FAULTY_STEPS) {
+            for _ in 0..=self.rng.below(FAULTY_STEPS) {
                 self.step(true).await;
             }
             self.fake.faults_on(false);
@@ -498,7 +498,7 @@ impl Run {
             Stage::Delete => {
                 for (i, p) in PROVS.iter().enumerate() {
                     self.edit(i, |o| {
-                        o["metadata"]["deletionTimestamp"] = json!("2026-01-02T00:00:00Z")
+                        o["metadata"]["deletionTimestamp"] = json!("2026-01-02T00:00:00Z");
                     });
                     if self.fake.get(&p.path()).is_some_and(|o| {
                         o["metadata"]["finalizers"]
@@ -928,7 +928,9 @@ fn run_all(seeds: &[u64]) -> Vec<Outcome> {
             });
         }
     });
-    let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut done = done
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     done.sort_by_key(|o| o.0);
     done
 }

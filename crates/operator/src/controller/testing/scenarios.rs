@@ -544,7 +544,7 @@ impl std::io::Write for Logs {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.0
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .extend_from_slice(buf);
         Ok(buf.len())
     }
@@ -555,7 +555,13 @@ impl std::io::Write for Logs {
 
 impl Logs {
     fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+        String::from_utf8_lossy(
+            &self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into_owned()
     }
 }
 
@@ -796,12 +802,16 @@ impl TestClock {
     fn rechecks(&self) -> Rechecks {
         let now = self.0.clone();
         Rechecks::with_clock(Arc::new(move || {
-            *now.lock().unwrap_or_else(|e| e.into_inner())
+            *now.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
         }))
     }
 
     fn advance(&self, d: Duration) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) += d;
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) += d;
     }
 }
 

@@ -231,7 +231,7 @@ impl TestRegistry {
                     reg._dir = Some(dir);
                     return reg;
                 }
-                Err(log) if log.contains("address already in use") => continue,
+                Err(log) if log.contains("address already in use") => {}
                 Err(log) => panic!("the registry did not start:\n{log}"),
             }
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use capi_decide::reason;
 use capi_fake_remotes::{FakeServer, ReleaseTree};
 use capi_operator_api::{CoreProvider, FINALIZER, HANDED_OVER_VERSION_ANNOTATION};
+use capi_release::Release;
 use serde_json::{Value, json};
 
 use super::{COMPONENTS, EVENTS, METADATA, NS, PROVIDER, applied_status};
@@ -16,7 +17,7 @@ use crate::controller::{
     context::Ctx,
     options::Options,
     reconcile,
-    source::{RELEASE_CACHE_LABEL, RELEASE_SOURCE_ANNOTATION, Release, release_digest},
+    source::{RELEASE_CACHE_LABEL, RELEASE_SOURCE_ANNOTATION, release_digest},
 };
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;

@@ -39,7 +39,7 @@ mod tests {
     use super::*;
 
     fn tags(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
+        list.iter().map(std::string::ToString::to_string).collect()
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The air-gapped release source's ConfigMaps, read through the Kubernetes API: the one
 //! [`ConfigMapReader`] the operator and the plugin share, so both skip the operator's release
-//! cache and report API errors the same way. The release sources (capi-release-sources) decode them.
+//! cache and report API errors the same way. The release sources (capi-release-sources) decode
+//! them; the [`release_cache`](crate::release_cache) builds on the label and error mapping here.
 
 use capi_release_sources::{
     SourceError,
