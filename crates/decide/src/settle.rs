@@ -114,15 +114,10 @@ pub fn backoff_delay(failures: u32, jitter: f64) -> Duration {
     doubled.mul_f64(factor).min(BACKOFF_CAP)
 }
 
-/// A uniform sample from `[0, 1]` for the back-off jitter. Not cryptographic: the std hasher's
-/// per-instance random keys are enough to spread retries, without another dependency.
+/// A uniform sample from `[0, 1)` for the back-off jitter (not cryptographic: it only spreads
+/// retries).
 pub fn jitter_sample() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let bits = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    // The top 53 bits fit an f64 mantissa exactly.
-    (bits >> 11) as f64 / (1u64 << 53) as f64
+    fastrand::f64()
 }
 
 #[cfg(test)]
