@@ -122,61 +122,9 @@ impl ProviderSpec {
     /// This spec in this operator's own API: every setting mapped to the one that does the
     /// same thing, or a [`ConversionError`] naming a value that cannot be expressed. Settings
     /// the other operator silently ignored are ignored too and named in
-    /// [`Converted::ignored`].
-    ///
-    /// Top level:
-    /// * `version`: trimmed, "v" added when missing (the other operator accepts "1.2.3" but
-    ///   every Cluster API release tag has the "v"); must be a semantic version. Empty: none.
-    /// * `configSecret.{name,namespace}` → `secretName`/`secretNamespace` (an empty namespace
-    ///   is the provider's namespace in both APIs; the other operator's defaulting webhook
-    ///   writes it in, this operator leaves it empty).
-    /// * `additionalManifests` → `additionalManifests`.
-    /// * `fetchConfig.{url,oci,selector}` → the same fields; empty strings count as absent, and
-    ///   a fetchConfig with nothing usable is none (the other operator then uses clusterctl's
-    ///   repository for the provider's name, as this one does). A url must be https://.
-    /// * `manifestPatches` → `manifestPatches` verbatim. Matching follows the documented rules,
-    ///   which differ from the other operator's code: that code requires apiVersion to match
-    ///   only when the patch omits it (so a patch without apiVersion never applied there), and
-    ///   it never compares metadata.namespace. Here a patch without apiVersion applies to every
-    ///   object of its kind and a namespace narrows the match.
-    /// * `patches` → `patches`; empty selector fields become absent (an empty group matches any
-    ///   group there, while an explicit "" means the core group here).
-    /// * `additionalDeployments` → `additionalDeployments`, entry by entry, with the manager
-    ///   and deployment rules below.
-    /// * `paused` is false: the v1alpha2 API has no such field.
-    /// * `deletionPolicy` (this operator's addition to the API) → `deletionPolicy`.
-    ///
-    /// Manager (flags as the other operator renders them, except where its flags are wrong for
-    /// Cluster API managers):
-    /// * `maxConcurrentReconciles` → `maxConcurrentReconciles`. The other operator passes
-    ///   `--max-concurrent-reconciles`, a flag Cluster API managers do not have (they exit at
-    ///   start); here it sets every `--*-concurrency` flag of the manager, which is what the
-    ///   setting means.
-    /// * `controller.groupKindConcurrency` → `additionalArgs` `{kind}-concurrency`, with the
-    ///   kind lower-cased and any `.group` suffix dropped (the other operator keeps the suffix,
-    ///   giving flags like `--cluster.cluster.x-k8s.io-concurrency` that no manager has).
-    /// * `leaderElection` → `leaderElection`. Durations in whole seconds as the other operator
-    ///   renders them (zero: left as the release has it). resourceName, resourceNamespace and
-    ///   resourceLock are kept; the other operator turns name and namespace into
-    ///   `--leader-election-id`, which Cluster API managers do not have.
-    /// * `syncPeriod` → `syncPeriod` in whole seconds ("10m" → "600s"); zero: none.
-    /// * `verbosity` 1 (what the API server fills in) or absent → none, as the other operator
-    ///   leaves `--v` alone at 1; other values → `verbosity`.
-    /// * `metrics`, `health`, `webhook`, `cacheNamespace`, `gracefulShutDown`,
-    ///   `profilerAddress`, `featureGates` → the fields of the same names.
-    /// * `additionalArgs` → `additionalArgs`, keys without their leading dashes. A `--namespace`
-    ///   flag (here, or in the args of the container named `manager`) becomes `cacheNamespace`,
-    ///   since this operator ignores a namespace key among free-form flags.
-    /// * `controller.cacheSyncTimeout` and `controller.recoverPanic` have no flag and no field
-    ///   here, and the other operator ignored them as well: left out, with a note in
-    ///   [`Converted::ignored`].
-    ///
-    /// Deployment: every field maps to the field of the same name. A container's `imageUrl`
-    /// becomes an image whose repository, name and tag are all given (":latest" when the
-    /// reference has neither tag nor digest, docker.io/library for a bare name), so that the
-    /// whole image is replaced as with the other operator. Container `args` keys lose their
-    /// leading dashes; a key without one is an error, because the other operator passes it as
-    /// a positional argument, which is no flag.
+    /// [`Converted::ignored`]. The mapping, field by field, and where it departs from the
+    /// other operator's flags on purpose (flags Cluster API managers do not have) are in
+    /// docs/migration-from-cluster-api-operator.md, "Field by field".
     pub fn to_v1alpha1(&self) -> Result<Converted, ConversionError> {
         let mut ignored = Vec::new();
         let version = convert_version(&self.version)?;
