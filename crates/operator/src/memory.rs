@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// How long after the last reconcile the trim waits. Short, so that the heap the install
 /// passes freed is given back while the Deployments they applied become available, before the
-/// providers read Ready (2 runs in 3 with the three real providers; a 2 s quiet time trimmed
+/// providers read Ready (2 runs in 4 with the three real providers; a 2 s quiet time trimmed
 /// after Ready in every run: docs/performance.md). Idle, nothing reconciles and nothing is
 /// trimmed.
 pub const QUIET: Duration = Duration::from_millis(250);
