@@ -12,6 +12,7 @@ pub mod fence;
 pub mod hash_key;
 pub mod leader;
 pub mod logging;
+pub mod memory;
 pub mod metrics;
 pub mod render;
 pub mod server;
