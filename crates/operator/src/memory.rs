@@ -59,17 +59,26 @@ impl Trimmer {
 
     /// Notes that a reconcile ended now.
     pub fn passed(&self) {
-        *self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+        *self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
         self.wake.notify_one();
     }
 
     /// The thread's loop: waits for reconciles and calls `trim` once each burst has been quiet
     /// for the quiet time. Never returns.
     pub fn run(&self, trim: fn() -> bool) {
-        let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         loop {
             pending = match next(*pending, Instant::now(), self.quiet) {
-                Next::Idle => self.wake.wait(pending).unwrap_or_else(std::sync::PoisonError::into_inner),
+                Next::Idle => self
+                    .wake
+                    .wait(pending)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
                 Next::Wait(left) => {
                     let woken = self.wake.wait_timeout(pending, left);
                     woken.unwrap_or_else(std::sync::PoisonError::into_inner).0
@@ -81,7 +90,9 @@ impl Trimmer {
                     drop(pending);
                     let released = trim();
                     tracing::debug!(released, "returned free heap memory");
-                    self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+                    self.pending
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
                 }
             };
         }
