@@ -13,7 +13,7 @@ fuzz_target!(|components: &str| {
     let Ok(provider) = capi_operator_api::AnyProvider::from_value(value) else {
         return;
     };
-    let release = capi_components::release::Release {
+    let release = capi_release::Release {
         version: "v1.0.0".into(),
         metadata: METADATA.into(),
         components: components.into(),

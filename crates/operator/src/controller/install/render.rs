@@ -73,10 +73,12 @@ pub(super) async fn render_objects<P>(
     vars: &BTreeMap<String, String>,
     paused: bool,
 ) -> Phase<Render> {
+    // The mirror first: a malformed setting is reported before anything is read.
+    let mirror = image_mirror(state.ctx)?;
     let inputs = desired::Inputs {
         extras: RenderExtras {
             additional_manifests: read_additional_manifests(state.ctx, state.provider).await?,
-            mirror: image_mirror(state.ctx)?,
+            mirror,
             limits: fetched.limits,
         },
         contract: Some(fetched.contract.clone()),
