@@ -292,9 +292,6 @@ pub struct ApplyReport {
     pub applied: usize,
     /// Objects skipped as unchanged.
     pub unchanged: usize,
-    /// Objects changed or deleted outside the operator that it had to write back, each with
-    /// who changed it (e.g. `Deployment ns/name (changed by clusterctl)`).
-    pub repaired: Vec<String>,
 }
 
 /// An object to write, with what is needed to tell afterwards whether it was drift.
@@ -399,11 +396,15 @@ impl Applier {
 
     /// Applies `objects`: namespaces and CRDs first (waiting until new CRDs are Established),
     /// then everything else, several at a time. `live` gives what the caches know of an object
-    /// (None when absent), so unchanged objects cost no request.
+    /// (None when absent), so unchanged objects cost no request. Each object changed or
+    /// deleted outside the operator that it wrote back is added to `repaired` with who changed
+    /// it (e.g. `Deployment ns/name (changed by clusterctl)`), also when the pass then fails:
+    /// a repair that was made is reported even if another object's write is refused.
     pub async fn apply_all(
         &self,
         objects: &[Value],
         live: impl Fn(&ObjKey) -> Option<Live>,
+        repaired: &mut Vec<String>,
     ) -> Result<ApplyReport, ApplyError> {
         let mut report = ApplyReport::default();
         let mut first = Vec::new();
@@ -452,10 +453,10 @@ impl Applier {
         report.applied += first.len() + rest.len();
         self.check_take_over(first.iter().chain(&rest)).await?;
         self.check_crd_changes(&first).await?;
-        report.repaired.extend(self.apply_many(first).await?);
+        self.apply_many(first, repaired).await?;
         futures::future::try_join_all(needed.iter().map(|name| self.wait_established(name)))
             .await?;
-        report.repaired.extend(self.apply_many(rest).await?);
+        self.apply_many(rest, repaired).await?;
         Ok(report)
     }
 
@@ -520,9 +521,14 @@ impl Applier {
         self.io.dry_run(&p.key, &with_hash(p.obj, &p.hash)).await
     }
 
-    /// Applies a batch, several at a time; gives the repairs (see [`Pending::repaired`]).
-    async fn apply_many(&self, batch: Vec<Pending<'_>>) -> Result<Vec<String>, ApplyError> {
-        let mut repaired = Vec::new();
+    /// Applies a batch, several at a time; adds the repairs to `repaired` (see
+    /// [`Pending::repaired`]). A group's writes all finish before its first error is returned,
+    /// so the repairs of the others in it are not lost with the pass.
+    async fn apply_many(
+        &self,
+        batch: Vec<Pending<'_>>,
+        repaired: &mut Vec<String>,
+    ) -> Result<(), ApplyError> {
         let mut batch = batch.into_iter();
         loop {
             let mut group: Vec<BoxedApply<'_>> = Vec::new();
@@ -530,10 +536,19 @@ impl Applier {
                 group.push(Box::pin(self.apply_one(p)));
             }
             if group.is_empty() {
-                return Ok(repaired);
+                return Ok(());
             }
+            let mut failed = None;
             for r in futures::future::join_all(group).await {
-                repaired.extend(r?);
+                match r {
+                    Ok(note) => repaired.extend(note),
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
+                }
+            }
+            if let Some(e) = failed {
+                return Err(e);
             }
         }
     }
@@ -1011,5 +1026,41 @@ mod tests {
         assert!(applier.needs_apply(&declared, Some(&live(label_gone))));
         assert!(!applier.needs_apply(&declared, Some(&live(recorded))));
         assert!(fake.requests().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_repair_made_in_a_pass_that_then_fails_is_reported() {
+        let fake = crate::controller::testing::fake_api::FakeApi::new();
+        let applier = Applier::new(fake.client());
+        let cm = |name: &str, v: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "ns",
+                    "labels": {"cluster.x-k8s.io/provider": "p"}},
+                "data": {"k": v}})
+        };
+        let mut repaired = Vec::new();
+        applier
+            .apply_all(&[cm("a", "1"), cm("b", "1")], |_| None, &mut repaired)
+            .await
+            .unwrap();
+        assert!(repaired.is_empty(), "{repaired:?}");
+        // `a` was changed by someone; `b` gets a new content the apiserver refuses.
+        fake.refuse("/api/v1/namespaces/ns/configmaps/b", "b is refused");
+        let stored = fake.get("/api/v1/namespaces/ns/configmaps/a").unwrap();
+        let labels: BTreeMap<String, String> =
+            serde_json::from_value(stored["metadata"]["labels"].clone()).unwrap();
+        let changed = |k: &ObjKey| {
+            (k.name == "a").then(|| Live {
+                rv: "changed".into(),
+                labels: labels.clone(),
+                writers: vec!["kubectl-edit".into()],
+                ..Live::default()
+            })
+        };
+        let failed = applier
+            .apply_all(&[cm("b", "2"), cm("a", "1")], changed, &mut repaired)
+            .await;
+        assert!(failed.is_err(), "{failed:?}");
+        assert_eq!(repaired, ["ConfigMap ns/a (changed by kubectl-edit)"]);
     }
 }

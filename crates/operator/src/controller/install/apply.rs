@@ -33,12 +33,21 @@ pub(super) async fn apply_objects<P: ProviderKind>(
     objects: &[Value],
     vars: &BTreeMap<String, String>,
 ) -> Phase<ApplyReport> {
-    let report = match state
+    let mut repaired = Vec::new();
+    let applied = state
         .ctx
         .applier
-        .apply_all(objects, |k| state.ctx.world.live(k))
-        .await
-    {
+        .apply_all(objects, |k| state.ctx.world.live(k), &mut repaired)
+        .await;
+    // Before a failure's end: the repairs made in a pass that then failed were made.
+    if !repaired.is_empty() {
+        warn!(provider = %provider_key(state.provider), objects = ?repaired, "restored objects changed outside the operator");
+        let note = repaired_note(&repaired);
+        state
+            .notes
+            .push(Note::warning(reason::DRIFT_REPAIRED, note));
+    }
+    let report = match applied {
         Ok(r) => r,
         // Redacted before it becomes a condition, an event or a log line.
         Err(e) => {
@@ -46,13 +55,6 @@ pub(super) async fn apply_objects<P: ProviderKind>(
             return end(Outcome::failed(PROVIDER_INSTALLED, e));
         }
     };
-    if !report.repaired.is_empty() {
-        warn!(provider = %provider_key(state.provider), objects = ?report.repaired, "restored objects changed outside the operator");
-        let note = repaired_note(&report.repaired);
-        state
-            .notes
-            .push(Note::warning(reason::DRIFT_REPAIRED, note));
-    }
     if report.applied > 0 {
         info!(provider = %provider_key(state.provider), applied = report.applied, unchanged = report.unchanged, "applied");
         // Applied as the release says, but shown: an admin should see a release that grants

@@ -35,7 +35,12 @@ pub(super) async fn record<P: ProviderKind>(
     let applied = state
         .ctx
         .applier
-        .apply_all(std::slice::from_ref(entry), |k| state.ctx.world.live(k))
+        .apply_all(
+            std::slice::from_ref(entry),
+            |k| state.ctx.world.live(k),
+            // A changed entry is reported below, with the version it was changed to.
+            &mut Vec::new(),
+        )
         .await;
     if let Err(e) = applied {
         warn!(provider = %provider_key(state.provider), error = %e, "clusterctl inventory entry not written");
