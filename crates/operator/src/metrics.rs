@@ -1,6 +1,7 @@
 //! The operator's metrics in the Prometheus text exposition format (version 0.0.4).
 //!
-//! A handful of families does not justify a metrics framework: counters and histograms are kept
+//! Our own rather than prometheus-client, which writes only OpenMetrics text and so would rename
+//! what the alerts query (docs/architecture.md, "Why our own"): counters and histograms are kept
 //! in maps behind one mutex and written out on each scrape. Every label value comes from a
 //! bounded set (the seven kinds, a fixed list of results and condition reasons, source kinds),
 //! except the per-provider gauge, which holds one series per provider object and drops it when
