@@ -159,6 +159,22 @@ for arch in amd64 arm64; do
 done
 index=$(oci_crane index append "${manifests[@]}" -t "$OCI_SCRATCH/operator:index")
 oci_crane pull --format=oci "$index" "$work/layout"
+# The image's name in index.json, as `ctr images import` and other OCI layout readers take it
+# (crane's --annotate-ref would record the scratch registry's address instead). The index blob,
+# and so the digest the release pins, stays as crane wrote it.
+python3 - "$work/layout/index.json" "$ref" <<'PY'
+import json, sys
+path, ref = sys.argv[1], sys.argv[2]
+with open(path) as f:
+    layout = json.load(f)
+for m in layout["manifests"]:
+    m.setdefault("annotations", {}).update({
+        "io.containerd.image.name": ref,
+        "org.opencontainers.image.ref.name": ref.rsplit(":", 1)[-1],
+    })
+with open(path, "w") as f:
+    json.dump(layout, f, separators=(",", ":"), sort_keys=True)
+PY
 # The archive as tar writes it from the layout: sorted, time 0, owner root, modes fixed (crane
 # writes some files with the umask's execute bits).
 find "$work/layout" -type d -exec chmod 0755 {} + -o -type f -exec chmod 0644 {} +
