@@ -38,7 +38,7 @@ pub fn samples() -> std::path::PathBuf {
 /// Applies YAML text with kubectl (server-side, as a GitOps tool would).
 ///
 /// Two refusals are only a moment of a cluster still starting, and a GitOps tool retries them,
-/// as this does for up to 30 s (on those errors only):
+/// as this does for up to 90 s (on those errors only; a loaded machine rebuilds discovery late):
 /// - a kind whose CRD has just become Established can still be missing from the API server's
 ///   discovery documents (they are rebuilt asynchronously);
 /// - a provider is Ready when its managers are, and cert-manager's CA injector may not have put
@@ -54,7 +54,7 @@ pub fn apply(cluster: &TestCluster, yaml: &str) -> Result<String, Box<dyn std::e
         "-f",
         &file,
     ];
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
     let applied = loop {
         match cluster.kubectl_ok(&args) {
             Err(e)
