@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # make images: packages every manager binary build-providers.sh builds (the Cluster API managers of
 # each CAPI_VERSIONS and CAPI_MANAGER_VERSIONS, the docker/in-memory provider, cert-manager, the Go
-# cluster-api-operator; all CGO_ENABLED=0 static, checked here) as a one-layer OCI image (oci-image.py;
-# with --nonroot-base, the /tmp, /home/nonroot and HOME of the distroless:nonroot base upstream uses)
-# and pushes it (oci-push.py) to a local registry (docker-registry, TLS, basic auth) under the
+# cluster-api-operator; all CGO_ENABLED=0 static, checked here) as a one-layer OCI image (oci.sh:
+# crane, with the /tmp, /home/nonroot and HOME of the distroless:nonroot base upstream uses) and
+# pushes it with crane to a local registry (docker-registry, TLS, basic auth) under the
 # repository and tag its release manifest names, kept as the registry's storage host by host:
 # registry.k8s.io/cluster-api/cluster-api-controller:v1.12.0 is the repository
 # `registry.k8s.io/cluster-api/cluster-api-controller`.
@@ -12,7 +12,7 @@
 # unchanged. One image is also pushed to a second storage, served with authentication only: the
 # private repository PRIVATE_REF of the pull-secret test.
 #
-# Cached by version: an image is pushed again only when its binary (or the two tools) changed; a
+# Cached by version: an image is pushed again only when its binary (or oci.sh, crane.sh) changed; a
 # warm run starts no registry. Prints the storage directory (public/ and private/ in it);
 # `images.sh --refs` prints the image references instead, building nothing.
 set -euo pipefail
@@ -33,7 +33,7 @@ PRIVATE_REF=registry.capi-provider-operator.local/private/cluster-api-controller
 log() { echo "images: $*" >&2; }
 
 [[ "${1:-}" == --refs ]] || "$here/build-providers.sh" >/dev/null
-tools=$(cat "$here/oci-image.py" "$here/oci-push.py" | sha256sum | cut -c1-16)
+tools=$(cat "$here/oci.sh" "$here/crane.sh" | sha256sum | cut -c1-16)
 
 # "REF BINARY DEST": the image each release manifest names, the binary in it, and where.
 specs() {
@@ -92,6 +92,9 @@ pids=()
 cleanup() { local p; for p in "${pids[@]}"; do kill -- "-$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 mkdir -p "$store/stamps"
+CRANE=$("$here/crane.sh")
+# shellcheck source=oci.sh
+source "$here/oci.sh"
 registry_cert "$work" 127.0.0.1
 password=$(head -c 18 /dev/urandom | base64)
 registry_htpasswd "$work/htpasswd" push "$password"
@@ -102,16 +105,34 @@ pids+=("$(cat "$work/public.pid")")
 priv="127.0.0.1:$(port)"
 registry_start "$work/private.pid" "$store/private" "$priv" "$work" "$work/htpasswd" rw
 pids+=("$(cat "$work/private.pid")")
-push() { python3 "$here/oci-push.py" --registry "$1" --ca "$work/tls.crt" --user "push:$password" "$2" "$3" >/dev/null; }
+oci_scratch "$work/scratch"
+pids+=("$(cat "$work/scratch/scratch.pid")")
+# crane's credentials and the registries' CA, for this run only.
+export DOCKER_CONFIG="$work/docker" SSL_CERT_FILE="$work/tls.crt"
+for r in "$pub" "$priv"; do oci_crane auth login "$r" -u push --password-stdin <<<"$password" >/dev/null; done
+arch=$(oci_arch)
+# Packing and compressing yield to the tests running beside (the registries keep their priority).
+renice -n 19 $$ >/dev/null
 for spec in "${todo[@]}"; do
   read -r ref bin dest <<<"$spec"
   log "packaging $ref"
-  nice -n 19 python3 "$here/oci-image.py" --name "$ref" --file "$bin:$dest" --entrypoint "$dest" --user 65532 \
-    --nonroot-base --gzip-level 1 "$work/image.tar"
-  push "$pub" "$work/image.tar" "$ref"
+  # What distroless/static:nonroot, upstream's base, has: a sticky /tmp and the home of user
+  # 65532, which HOME names. Programs that write under $HOME (cluster-api-operator's clusterctl
+  # library creates $HOME/.config) fail without it, as they would on an image that lacks it.
+  fs="$work/fs"
+  rm -rf "$fs"
+  mkdir -p "$fs/tmp" "$fs/home/nonroot" "$fs$(dirname "$dest")"
+  find "$fs" -type d -exec chmod 0755 {} +
+  chmod 1777 "$fs/tmp"
+  chmod 0700 "$fs/home/nonroot"
+  install -m 0755 "$bin" "$fs$dest"
+  oci_layer "$work/layer.tar" "$fs" 65532:home/nonroot
+  oci_image "$work/layer.tar" "linux/$arch" --entrypoint="$dest" --user=65532 \
+    --env=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --env=HOME=/home/nonroot \
+    -t "$pub/$ref" >/dev/null
   [[ "$ref" == "registry.k8s.io/cluster-api/cluster-api-controller:v1.12.0" ]] \
-    && push "$priv" "$work/image.tar" "$PRIVATE_REF:v1.12.0"
-  rm -f "$work/image.tar"
+    && oci_crane copy "$pub/$ref" "$priv/$PRIVATE_REF:v1.12.0"
+  rm -rf "$fs" "$work/layer.tar"
   stamp_of "$bin" >"$(stamp_file "$ref")"
 done
 log "${#todo[@]} images pushed in $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms ($(du -sh "$store" | cut -f1) stored)"

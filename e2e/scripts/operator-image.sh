@@ -9,16 +9,17 @@
 # release build (glibc, so the GLIBC_TUNABLES the memory budget relies on apply), the glibc
 # libraries it needs (this machine's for amd64, libc6-dev-arm64-cross's for arm64), Debian's
 # CA certificates and /etc/passwd with the nonroot user 65532. Its ENV, USER, ENTRYPOINT, CMD and
-# the binary's path are read from the Dockerfile (oci-index.py), the one definition of them.
+# the binary's path are read from the Dockerfile, the one definition of them. crane (oci.sh)
+# writes each platform's image and the index in a scratch registry, then the OCI layout.
 #
 # Cached: cargo's own incremental build, then the image is written and pushed again only when
 # a binary, the Dockerfile or the tools changed and the tag is still stored. Prints the reference.
 #
 #   operator-image.sh [--archive PATH]
 #
-# --archive also writes the image's OCI layout archive (oci-index.py build) to PATH, and prints
-# its index digest (sha256:...) after the reference: `make release` ships it. The archive of the
-# last build is kept beside its stamp, so a cached run copies it instead of packing again.
+# --archive also writes the image's OCI layout archive (reproducible) to PATH, and prints its
+# index digest (sha256:...) after the reference: `make release` ships it. The archive of the last
+# build is kept beside its stamp, so a cached run copies it instead of packing again.
 set -euo pipefail
 archive_out=""
 case ${1:-} in
@@ -65,7 +66,7 @@ kept="$store/archives/operator-$(tr '/:' '__' <<<"$ref").tar"
 link="$store/public/docker/registry/v2/repositories/${ref%:*}/_manifests/tags/${ref##*:}/current/link"
 stamp=$({
   for t in "${targets[@]}"; do sha256sum <"$target_dir/$t/release/capi-provider-operator"; done
-  cat "$root/Dockerfile" "$here"/oci-{index,image,push}.py "$0" /etc/ssl/certs/ca-certificates.crt
+  cat "$root/Dockerfile" "$here"/oci.sh "$here"/crane.sh "$0" /etc/ssl/certs/ca-certificates.crt
 } | sha256sum | cut -c1-32)
 # done DIGEST: the archive where --archive asked for it, then what this script prints.
 done_() {
@@ -83,9 +84,42 @@ if [[ -f $link && "$(cat "$stamp_file" 2>/dev/null)" == "$stamp" && -f $kept ]];
 fi
 
 work=$(mktemp -d)
-pid=""
-cleanup() { [[ -n $pid ]] && kill -- "-$pid" 2>/dev/null; rm -rf "$work"; }
+pids=()
+cleanup() { local p; for p in "${pids[@]}"; do kill -- "-$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
+
+# The Dockerfile's last stage as crane mutate's arguments: its ENV over what the base
+# (distroless/cc) sets, its USER, its ENTRYPOINT and CMD (the exec form, JSON arrays).
+dockerfile_config() {
+  local word rest pair key
+  local -a keys=(PATH SSL_CERT_FILE) words
+  local -A env=([PATH]=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+    [SSL_CERT_FILE]=/etc/ssl/certs/ca-certificates.crt)
+  # Comments dropped, continuations joined, then the instructions from the last FROM on.
+  while read -r word rest; do
+    case ${word^^} in
+      ENV)
+        read -ra words <<<"$rest"
+        for pair in "${words[@]}"; do
+          [[ $pair == *=* && $pair != *[\"\'\\]* ]] || { say "Dockerfile: ENV $rest: only KEY=VALUE words"; return 1; }
+          key=${pair%%=*}
+          [[ -n ${env[$key]+set} ]] || keys+=("$key")
+          env[$key]=${pair#*=}
+        done ;;
+      USER) echo "--user=$rest" ;;
+      ENTRYPOINT | CMD)
+        mapfile -t words < <(python3 -c 'import json, sys; print("\n".join(json.loads(sys.argv[1])))' "$rest" ||
+          echo "not the exec form")
+        [[ ${words[-1]} != "not the exec form" ]] || { say "Dockerfile: $word $rest: not the exec form"; return 1; }
+        printf -- "--${word,,}=%s\n" "${words[@]}" ;;
+    esac
+  done < <(sed -e '/^[[:space:]]*#/d' -e ':a' -e '/\\$/{N;s/\\\n/ /;ba}' "$root/Dockerfile" |
+    awk 'toupper($1) == "FROM" { n = 0 } NF { line[n++] = $0 } END { for (i = 0; i < n; i++) print line[i] }')
+  for key in "${keys[@]}"; do echo "--env=$key=${env[$key]}"; done
+}
+config_text=$(dockerfile_config)
+mapfile -t config <<<"$config_text"
+[[ ${#config[@]} -gt 0 && ${config[*]} == *--entrypoint=* ]] || { say "no ENTRYPOINT in the Dockerfile's last stage"; exit 1; }
 
 # stage ARCH BINARY LIBDIR: the root filesystem of one platform.
 stage() {
@@ -111,8 +145,41 @@ stage() {
 }
 stage amd64 "$target_dir/x86_64-unknown-linux-gnu/release/capi-provider-operator" /lib/x86_64-linux-gnu
 stage arm64 "$target_dir/aarch64-unknown-linux-gnu/release/capi-provider-operator" /usr/aarch64-linux-gnu/lib
-python3 "$here/oci-index.py" build --name "$ref" --dockerfile "$root/Dockerfile" \
-  --rootfs "amd64=$work/amd64" --rootfs "arm64=$work/arm64" "$work/image.tar" >/dev/null
+
+CRANE=$("$here/crane.sh")
+# shellcheck source=oci.sh
+source "$here/oci.sh"
+oci_scratch "$work/scratch"
+pids+=("$(cat "$work/scratch/scratch.pid")")
+manifests=()
+for arch in amd64 arm64; do
+  oci_layer "$work/$arch.tar" "$work/$arch"
+  manifest=$(oci_image "$work/$arch.tar" "linux/$arch" "${config[@]}" -t "$OCI_SCRATCH/operator:$arch")
+  manifests+=(-m "$manifest")
+done
+index=$(oci_crane index append "${manifests[@]}" -t "$OCI_SCRATCH/operator:index")
+oci_crane pull --format=oci "$index" "$work/layout"
+# The image's name in index.json, as `ctr images import` and other OCI layout readers take it
+# (crane's --annotate-ref would record the scratch registry's address instead). The index blob,
+# and so the digest the release pins, stays as crane wrote it.
+python3 - "$work/layout/index.json" "$ref" <<'PY'
+import json, sys
+path, ref = sys.argv[1], sys.argv[2]
+with open(path) as f:
+    layout = json.load(f)
+for m in layout["manifests"]:
+    m.setdefault("annotations", {}).update({
+        "io.containerd.image.name": ref,
+        "org.opencontainers.image.ref.name": ref.rsplit(":", 1)[-1],
+    })
+with open(path, "w") as f:
+    json.dump(layout, f, separators=(",", ":"), sort_keys=True)
+PY
+# The archive as tar writes it from the layout: sorted, time 0, owner root, modes fixed (crane
+# writes some files with the umask's execute bits).
+find "$work/layout" -type d -exec chmod 0755 {} + -o -type f -exec chmod 0644 {} +
+tar -C "$work/layout" -cf "$work/image.tar" --format=gnu --sort=name --mtime=@0 --owner=0 --group=0 \
+  --numeric-owner oci-layout index.json blobs
 mkdir -p "$store/archives"
 # The stamp is written after the push: a kept archive without it is not trusted.
 rm -f "$stamp_file"
@@ -124,9 +191,12 @@ password=$(head -c 18 /dev/urandom | base64)
 registry_htpasswd "$work/htpasswd" push "$password"
 addr="127.0.0.1:$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 registry_start "$work/public.pid" "$store/public" "$addr" "$work" "$work/htpasswd" rw
-pid=$(cat "$work/public.pid")
-digest=$(python3 "$here/oci-index.py" push --registry "$addr" --ca "$work/tls.crt" --user "push:$password" \
-  "$kept" "$ref")
+pids+=("$(cat "$work/public.pid")")
+export DOCKER_CONFIG="$work/docker"
+oci_crane auth login "$addr" -u push --password-stdin <<<"$password" >/dev/null
+# The layout pushed is the one archived: its index, under the tag, with the same digest.
+pushed=$(SSL_CERT_FILE="$work/tls.crt" oci_crane push "$work/layout" "$addr/$ref")
+digest=${pushed##*@}
 mkdir -p "$store/stamps"
 echo "$stamp" >"$stamp_file"
 say "$ref ($digest, amd64 and arm64) pushed in $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms"

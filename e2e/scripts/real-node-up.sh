@@ -172,18 +172,36 @@ iptables: {masqueradeAll: true, localhostNodePorts: false}
 YAML
 }
 
-# images BINDIR: the OCI archives of the node's own images (the sandbox's pause, the test probe),
-# written again whenever their binary is newer.
+# images BINDIR: the archives of the node's own images (the sandbox's pause, the test probe) for
+# `ctr images import`: docker archives crane writes (oci.sh), which containerd imports under their
+# repository tag; written again whenever their binary or oci.sh is newer.
 images() {
-  local bins=$1 spec ref bin user
+  local bins=$1 spec ref bin user todo=()
   mkdir -p "$bins/images"
   for spec in "registry.k8s.io/pause:3.10 pause 65535" "capi-provider-operator.local/probe:v1 probe 65532"; do
     read -r ref bin user <<<"$spec"
-    [[ "$bins/images/$bin.tar" -nt "$bins/$bin" ]] && continue
-    python3 "$here/oci-image.py" --name "$ref" --file "$bins/$bin:/$bin" --entrypoint "/$bin" --user "$user" \
-      "$bins/images/$bin.tar.tmp"
-    mv "$bins/images/$bin.tar.tmp" "$bins/images/$bin.tar"
+    [[ "$bins/images/$bin.tar" -nt "$bins/$bin" && "$bins/images/$bin.tar" -nt "$here/oci.sh" ]] || todo+=("$spec")
   done
+  [[ ${#todo[@]} -eq 0 ]] && return 0
+  # In a subshell, so that its trap stops the scratch registry however it ends.
+  (
+    CRANE=$("$here/crane.sh")
+    # shellcheck source=oci.sh
+    source "$here/oci.sh"
+    tmp=$(mktemp -d)
+    trap 'kill -- "-$(cat "$tmp/scratch/scratch.pid" 2>/dev/null)" 2>/dev/null; rm -rf "$tmp"' EXIT
+    oci_scratch "$tmp/scratch"
+    for spec in "${todo[@]}"; do
+      read -r ref bin user <<<"$spec"
+      mkdir -m 0755 "$tmp/$bin"
+      install -m 0755 "$bins/$bin" "$tmp/$bin/$bin"
+      oci_layer "$tmp/$bin.tar" "$tmp/$bin"
+      # A name of its own: clusters started side by side may write the same image at once.
+      oci_image "$tmp/$bin.tar" "linux/$(oci_arch)" --entrypoint="/$bin" --user="$user" \
+        -t "$ref" -o "$bins/images/$bin.tar.$$" >/dev/null
+      mv "$bins/images/$bin.tar.$$" "$bins/images/$bin.tar"
+    done
+  )
 }
 
 # The images `make images` stored, served on the host end of the node's veth by two read-only

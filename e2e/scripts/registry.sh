@@ -4,7 +4,7 @@
 # given an htpasswd file.
 
 # registry_cert DIR IP: a self-signed serving certificate for IP, DIR/tls.crt and DIR/tls.key;
-# the certificate is its own CA (containerd's hosts.toml `ca`, oci-push.py's --ca).
+# the certificate is its own CA (containerd's hosts.toml `ca`, crane's SSL_CERT_FILE).
 registry_cert() {
   local d=$1 ip=$2
   mkdir -p "$d"

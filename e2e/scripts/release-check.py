@@ -20,9 +20,9 @@ The checks, in this order, so that a tampered copy is refused with the first thi
   and holds the CRDs, RBAC, the Deployment and the admission policy;
 - SHA256SUMS lists every file and each matches, then all of dist-check.py's checks (the plugin
   archives, the krew manifest, the chart and its index, the SBOMs);
-- the release publishes as it will be published: the image archive pushed to a throwaway local
-  registry (oci-index.py push) comes out with the pinned digest, and `helm push` uploads the chart
-  as an OCI artifact whose layer is the .tgz.
+- the release publishes as it will be published: the image archive, unpacked and pushed to a
+  throwaway local registry with `crane push`, comes out with the pinned digest, and `helm push`
+  uploads the chart as an OCI artifact whose layer is the .tgz.
 
 `--self-test` builds a release of this checkout into a temporary directory (the plugin of this
 machine's debug build, as dist-check does; the operator image `make image` builds) signed with a
@@ -85,10 +85,10 @@ def tool(script: str) -> str:
 
 
 class Tools:
-    """cosign and helm, run offline with their state in `home`."""
+    """cosign, helm and crane, run offline with their state in `home`."""
 
     def __init__(self, home: str):
-        self.cosign, self.helm = tool("cosign.sh"), tool("helm.sh")
+        self.cosign, self.helm, self.crane = tool("cosign.sh"), tool("helm.sh"), tool("crane.sh")
         self.env = dict(os.environ, **OFFLINE, TUF_ROOT=os.path.join(home, "tuf"),
                         DOCKER_CONFIG=os.path.join(home, "docker"),
                         HELM_REGISTRY_CONFIG=os.path.join(home, "helm", "registry.json"),
@@ -234,11 +234,12 @@ def rehearse_publishing(t: Tools, d: str, work: str, sign_key: str | None = None
     try:
         digest = pinned_digest(d)
         ref = "capi-provider-operator/capi-provider-operator:release-check"
-        r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "oci-index.py"), "push", "--registry", reg.addr,
-                            "--ca", reg.ca, "--user", "release:check", os.path.join(d, IMAGE), ref],
-                           capture_output=True, text=True, timeout=300)
-        if r.returncode != 0 or r.stdout.strip() != digest:
-            raise Bad(f"oci-index.py push: exit {r.returncode}, printed {r.stdout.strip()!r}, not {digest}: {r.stderr[-500:]}")
+        layout = os.path.join(work, "layout")
+        with tarfile.open(os.path.join(d, IMAGE)) as tar:
+            tar.extractall(layout, filter="data")
+        r = t.run([t.crane, "push", layout, f"{reg.addr}/{ref}"], **env)
+        if r.returncode != 0 or r.stdout.strip() != f"{reg.addr}/{ref.split(':')[0]}@{digest}":
+            raise Bad(f"crane push: exit {r.returncode}, printed {r.stdout.strip()!r}, not {digest}: {r.stderr[-500:]}")
         served, _ = reg.manifest(ref.split(":")[0], ref.split(":")[1], "application/vnd.oci.image.index.v1+json")
         if served != digest:
             raise Bad(f"the registry serves the pushed image as {served}, not the pinned {digest}")

@@ -21,7 +21,7 @@
 # those three first (docs/development.md, "Releases").
 # COSIGN_KEY: the cosign private key file (COSIGN_PASSWORD its password). Signing is offline: no
 # transparency log (--tlog-upload=false), no OIDC.
-# The artifacts are reproducible (dist.sh's archives, oci-index.py's layout, kustomize's output);
+# The artifacts are reproducible (dist.sh's archives, operator-image.sh's layout, kustomize's output);
 # the signatures are not (ECDSA signs with a random nonce), but each verifies.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -26,8 +26,22 @@ pub const OPERATOR_FIELD_MANAGER: &str = "capi-provider-operator";
 /// [`capi_operator_api::APPLIED_HASH_LABEL`], so it must not change between operator processes).
 pub fn content_hash(obj: &Value) -> String {
     use sha2::Digest;
-    let digest = sha2::Sha256::digest(obj.to_string().as_bytes());
-    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+    // The compact JSON text streamed into the hash rather than built first: every object of a
+    // release is hashed on every pass, and a large CRD is hundreds of kilobytes of text.
+    let mut hasher = sha2::Sha256::new();
+    if serde_json::to_writer(&mut hasher, obj).is_err() {
+        // Writing into a hash cannot fail; should serialization itself, hash the text form.
+        hasher = sha2::Sha256::new();
+        hasher.update(obj.to_string().as_bytes());
+    }
+    let digest = hasher.finalize();
+    digest[..16]
+        .iter()
+        .fold(String::with_capacity(32), |mut out, b| {
+            use std::fmt::Write;
+            let _ = write!(out, "{b:02x}");
+            out
+        })
 }
 
 /// `obj` with the hash of its content in [`capi_operator_api::APPLIED_HASH_LABEL`]: the body the
@@ -237,4 +251,28 @@ async fn recreate(api: &Api<DynamicObject>, key: &ObjKey) -> Result<(), ApplyErr
     Err(ApplyError::Transient(kube::Error::Service(
         format!("{key} was not deleted in time").into(),
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The hash is on every object the operator applied: a new release of the operator must
+    /// compute the same one, or a restart would take every object for changed.
+    #[test]
+    fn the_content_hash_is_the_sha256_of_the_compact_json_text() {
+        use sha2::Digest;
+        let objects = [
+            json!({}),
+            json!({"kind": "ConfigMap", "metadata": {"name": "c", "labels": {"a": "b"}},
+                "data": {"k": "v\n\"quoted\" \\ ünïcode ✓", "n": 1.5, "z": null, "l": [1, true]}}),
+        ];
+        for obj in objects {
+            let text = sha2::Sha256::digest(obj.to_string().as_bytes());
+            let hex: String = text[..16].iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(content_hash(&obj), hex, "{obj}");
+        }
+        assert_eq!(content_hash(&json!({})), "44136fa355b3678a1146ad16f7e8649e");
+    }
 }

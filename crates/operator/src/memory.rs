@@ -59,10 +59,20 @@ impl Trimmer {
 
     /// Notes that a reconcile ended now.
     pub fn passed(&self) {
+        self.due(Instant::now());
+    }
+
+    /// Asks for a trim now, without the quiet time.
+    pub fn now(&self) {
+        let now = Instant::now();
+        self.due(now.checked_sub(self.quiet).unwrap_or(now));
+    }
+
+    fn due(&self, at: Instant) {
         *self
             .pending
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(at);
         self.wake.notify_one();
     }
 
@@ -101,21 +111,36 @@ impl Trimmer {
 
 static PROCESS: OnceLock<Option<Arc<Trimmer>>> = OnceLock::new();
 
-/// Notes that a reconcile ended; the first call starts the process's trimming thread
-/// (glibc's `malloc_trim`). Cheap: a lock, a store and a notification.
+/// The process's trimmer; the first call starts its thread (glibc's `malloc_trim`).
+fn process() -> Option<&'static Arc<Trimmer>> {
+    PROCESS
+        .get_or_init(|| {
+            let t = Arc::new(Trimmer::new(QUIET));
+            let run = t.clone();
+            // Without the thread memory is only not given back: nothing to fail over.
+            std::thread::Builder::new()
+                .name("heap-trim".into())
+                .spawn(move || run.run(capi_malloc_trim::trim))
+                .ok()
+                .map(|_| t)
+        })
+        .as_ref()
+}
+
+/// Notes that a reconcile ended. Cheap: a lock, a store and a notification.
 pub fn passed() {
-    let trimmer = PROCESS.get_or_init(|| {
-        let t = Arc::new(Trimmer::new(QUIET));
-        let run = t.clone();
-        // Without the thread memory is only not given back: nothing to fail over.
-        std::thread::Builder::new()
-            .name("heap-trim".into())
-            .spawn(move || run.run(capi_malloc_trim::trim))
-            .ok()
-            .map(|_| t)
-    });
-    if let Some(t) = trimmer {
+    if let Some(t) = process() {
         t.passed();
+    }
+}
+
+/// Asks for the free heap to be given back now: a provider has just become Ready, after the
+/// passes that installed it freed what they rendered. The trimming thread does it while the
+/// status write that shows Ready is sent; nothing here waits for it (an await would be a point
+/// where the seeded fault tier's paused clock could jump).
+pub fn ready() {
+    if let Some(t) = process() {
+        t.now();
     }
 }
 
@@ -183,5 +208,35 @@ mod tests {
             std::thread::sleep(quiet / 4);
         }
         assert_eq!(trims(), 2, "the next burst trims again");
+    }
+
+    static URGENT: AtomicUsize = AtomicUsize::new(0);
+
+    fn counted_urgent() -> bool {
+        URGENT.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+
+    #[test]
+    fn ready_trims_without_waiting_for_the_quiet_time() {
+        // A quiet time no test waits out: a trim seen here came from `now`.
+        let t = Arc::new(Trimmer::new(Duration::from_secs(3600)));
+        let run = t.clone();
+        std::thread::spawn(move || run.run(counted_urgent));
+        t.passed();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            URGENT.load(Ordering::SeqCst),
+            0,
+            "trimmed within the quiet time"
+        );
+        t.now();
+        for _ in 0..100 {
+            if URGENT.load(Ordering::SeqCst) > 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(URGENT.load(Ordering::SeqCst), 1);
     }
 }

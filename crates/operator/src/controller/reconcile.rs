@@ -186,6 +186,13 @@ async fn install_and_report<P: ProviderKind>(
         Outcome::Done | Outcome::VersionWritten => None,
     };
     let (action, err) = settle(outcome, &mut status, p, ctx);
+    // With the status write: whoever reads Ready reads a process that gave back the heap its
+    // install passes freed (the debounced trim comes 250 ms after the last pass, often later).
+    if status.is_true(capi_operator_api::conditions::READY)
+        && !old.is_true(capi_operator_api::conditions::READY)
+    {
+        crate::memory::ready();
+    }
     let ended = match &ended {
         None => kstatus::Ended::Installed,
         Some((false, r, m)) => kstatus::Ended::Problem(r, m),

@@ -2,6 +2,7 @@
 //! contract, all within the memory budget.
 
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use capi_cluster_io::provider_kind::ProviderKind;
 use capi_components::metadata::Metadata;
@@ -22,7 +23,8 @@ use super::{Phase, State, end};
 /// The release of one version, with the contract its metadata gives.
 pub(super) struct Fetched {
     pub(super) version: String,
-    pub(super) release: Release,
+    /// Shared with the blocking tasks that count and render it, rather than copied to each.
+    pub(super) release: Arc<Release>,
     pub(super) contract: String,
     /// What rendering it may build: what its share of the memory budget was charged for.
     pub(super) limits: capi_components::pipeline::RenderLimits,
@@ -43,7 +45,7 @@ pub(super) async fn release<P: ProviderKind>(
     let key = provider_key(state.provider);
     let share = budget.acquire(budget.estimate(&key, &version)).await;
     let release = match cached_fetch(state, chosen, &version).await {
-        Ok(r) => r,
+        Ok(r) => Arc::new(r),
         Err(e) => return end(Outcome::failed(PROVIDER_INSTALLED, e)),
     };
     let cost = release_cost(&release).await;
@@ -85,14 +87,14 @@ const INLINE_COST_BYTES: usize = 256 * 1024;
 
 /// What rendering `release` costs, counted on a blocking thread (a large release takes long
 /// enough to delay the event loop, as its render does).
-async fn release_cost(release: &Release) -> ReleaseCost {
+async fn release_cost(release: &Arc<Release>) -> ReleaseCost {
     // A small release is counted in well under a millisecond: a blocking thread would cost
     // more than it saves (and an await on another thread is a point where the seeded fault
     // tier's paused clock can jump, making a run replay differently).
     if release.components.len() + release.metadata.len() < INLINE_COST_BYTES {
         return ReleaseCost::of(release);
     }
-    let owned = release.clone();
+    let owned = Arc::clone(release);
     let counted = tokio::task::spawn_blocking(move || ReleaseCost::of(&owned)).await;
     // Only a panic while counting gets here: the render's node limit then stands alone.
     counted.unwrap_or(ReleaseCost {

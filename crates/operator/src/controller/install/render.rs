@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use capi_cluster_io::provider_inputs::{self, Manifests};
 use capi_components::desired;
@@ -49,11 +50,12 @@ pub(super) struct Render {
 /// handling on the operator's one event-loop thread.
 async fn desired_off_the_event_loop(
     p: &AnyProvider,
-    release: &Release,
+    release: &Arc<Release>,
     vars: &BTreeMap<String, String>,
     inputs: desired::Inputs,
 ) -> Result<desired::Desired, RenderError> {
-    let (p, release, vars) = (p.clone(), release.clone(), vars.clone());
+    // The release is shared, not copied: a large one is megabytes, rendered on every pass.
+    let (p, release, vars) = (p.clone(), Arc::clone(release), vars.clone());
     let job = tokio::task::spawn_blocking(move || {
         desired::desired(&p, &release, |k| vars.get(k).cloned(), &inputs)
     });
