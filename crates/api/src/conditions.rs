@@ -168,6 +168,9 @@ pub mod reason {
     pub const PREFLIGHT_CHECK_FAILED: &str = "PreflightCheckFailed";
     /// spec.version was empty and the latest release was written into it (an event).
     pub const VERSION_RESOLVED: &str = "VersionResolved";
+    /// Asking the provider's source which releases it offers failed (an event; the status's
+    /// availableVersions keeps what the last check found, with this message).
+    pub const VERSION_CHECK_FAILED: &str = "VersionCheckFailed";
     /// A version's objects were applied (an event).
     pub const VERSION_INSTALLED: &str = "VersionInstalled";
     /// Objects no longer rendered were removed (an event).

@@ -21,7 +21,7 @@ pub use kinds::{
     RuntimeExtensionProvider,
 };
 pub use spec::*;
-pub use status::ProviderStatus;
+pub use status::{AvailableVersions, ProviderStatus};
 
 /// API group of the provider kinds.
 pub const GROUP: &str = "management.cluster.x-k8s.io";

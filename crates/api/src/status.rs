@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +36,39 @@ pub struct ProviderStatus {
     /// v1.12.0`. Absent once the spec is reached; the conditions hold the full messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// Newer releases the provider's source offers, as the operator's last check found them
+    /// (every `--version-check-seconds`, and after each change of the installed version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_versions: Option<Box<AvailableVersions>>,
+}
+
+/// Newer releases than the installed one that the provider's source offers (releases only, no
+/// pre-releases). Each field is absent when the source offers nothing newer of its kind.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AvailableVersions {
+    /// The installed version the source's releases were compared with.
+    #[serde(default)]
+    pub installed: String,
+    /// The newest patch release of the installed minor version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_patch: Option<String>,
+    /// The newest release of the installed Cluster API contract (by the newest release's
+    /// metadata.yaml).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_in_contract: Option<String>,
+    /// The newest release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest: Option<String>,
+    /// Since when the operator has seen `newestPatch` offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch_since: Option<Time>,
+    /// When the source was last asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_time: Option<Time>,
+    /// Why the last check failed (the versions above are from the check before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 impl ProviderStatus {

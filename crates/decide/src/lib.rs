@@ -20,6 +20,7 @@ pub mod plan;
 pub mod preflight;
 pub mod readiness;
 pub mod settle;
+pub mod versions;
 
 pub use outcome::{Note, Problem};
 

@@ -83,6 +83,11 @@ struct RunArgs {
     /// Seconds between periodic re-checks of a healthy provider.
     #[arg(long, default_value_t = 1800)]
     sync_period_seconds: u64,
+    /// Seconds between two checks of which newer releases a provider's source offers
+    /// (status.availableVersions; also checked after each install or upgrade). 0 turns the
+    /// check off.
+    #[arg(long, default_value_t = 21600)]
+    version_check_seconds: u64,
     /// Concurrent reconciles per provider kind.
     #[arg(long, default_value_t = 4)]
     concurrency: u16,
@@ -296,6 +301,7 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
             .collect(),
         config_retry: secs(args.config_retry_seconds),
         resync: secs(args.sync_period_seconds),
+        version_check: secs(args.version_check_seconds),
         concurrency: args.concurrency,
         namespace: args.watch_namespace,
         leader_election,

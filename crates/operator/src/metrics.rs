@@ -65,6 +65,9 @@ pub struct ProviderState {
     /// The reason of its Stalled condition when that is True (a configuration problem that
     /// retrying does not fix), else `None`.
     pub stalled: Option<String>,
+    /// The newest patch of the installed minor that the source offers, and since when (Unix
+    /// seconds) the operator has seen it.
+    pub newer_patch: Option<(String, i64)>,
 }
 
 #[derive(Debug, Default)]
@@ -262,6 +265,17 @@ fn write_providers(out: &mut String, providers: &BTreeMap<ProviderKey, ProviderS
             u8::from(s.ready)
         );
     }
+    out.push_str("# HELP capi_operator_provider_newer_patch_since_timestamp_seconds Since when (Unix time) the provider's source has offered a newer patch release of its installed minor version, labelled with that version.\n# TYPE capi_operator_provider_newer_patch_since_timestamp_seconds gauge\n");
+    for (key, s) in providers {
+        if let Some((version, since)) = &s.newer_patch {
+            let _ = writeln!(
+                out,
+                "capi_operator_provider_newer_patch_since_timestamp_seconds{{{},version=\"{}\"}} {since}",
+                provider_labels(key),
+                escape(version)
+            );
+        }
+    }
     out.push_str("# HELP capi_operator_provider_stalled Whether a provider is stalled on a problem retrying does not fix (1, with the Stalled condition's reason) or not (0).\n# TYPE capi_operator_provider_stalled gauge\n");
     for (key, s) in providers {
         let _ = writeln!(
@@ -365,9 +379,13 @@ mod tests {
             paused: false,
             reason: "DeploymentsAvailable".into(),
             stalled: None,
+            newer_patch: Some(("v1.12.3".into(), 1_800_000_000)),
         };
         m.provider("CoreProvider", "capi-system", "cluster-api", state);
         let text = m.render();
+        assert!(text.contains(
+            "capi_operator_provider_newer_patch_since_timestamp_seconds{kind=\"CoreProvider\",namespace=\"capi-system\",name=\"cluster-api\",version=\"v1.12.3\"} 1800000000\n"
+        ), "{text}");
         assert!(
             text.contains(
                 "capi_operator_reconcile_total{kind=\"CoreProvider\",result=\"success\"} 1"
@@ -421,6 +439,7 @@ mod tests {
             paused: false,
             reason: "MissingVariables".into(),
             stalled: Some("MissingVariables".into()),
+            newer_patch: None,
         };
         m.provider("InfrastructureProvider", "capa", "aws", state);
         let text = m.render();

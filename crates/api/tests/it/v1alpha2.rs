@@ -1120,6 +1120,7 @@ fn our_status() -> Res<api::ProviderStatus> {
         installed_version: Some("v1.10.0".into()),
         release_digests: [("v1.10.0".to_string(), "ab12".to_string())].into(),
         summary: Some("ComponentsFetchError: wanted v1.10.1, installed v1.10.0".into()),
+        available_versions: None,
     })
 }
 

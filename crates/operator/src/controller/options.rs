@@ -20,6 +20,8 @@ pub struct Options {
     pub config_retry: Duration,
     /// Periodic re-check of a healthy provider.
     pub resync: Duration,
+    /// How often the provider's source is asked which newer releases it offers (zero: never).
+    pub version_check: Duration,
     /// Concurrent reconciles per kind.
     pub concurrency: u16,
     /// Watch provider objects of this namespace only (all namespaces when `None`).
@@ -55,6 +57,8 @@ impl Default for Options {
             github_token_hosts: Vec::new(),
             config_retry: Duration::from_secs(300),
             resync: Duration::from_secs(1800),
+            // Off where Options are built for tests; `run` turns it on (`--version-check-seconds`).
+            version_check: Duration::ZERO,
             concurrency: 4,
             namespace: None,
             leader_election: None,

@@ -148,6 +148,10 @@ fn record_metrics(ctx: &Ctx, p: &AnyProvider, status: &ProviderStatus) {
                 .condition(STALLED)
                 .filter(|c| c.status == "True")
                 .map(|c| c.reason.clone()),
+            newer_patch: status.available_versions.as_deref().and_then(|a| {
+                let since = a.patch_since.as_ref()?.0.as_second();
+                Some((a.newest_patch.clone()?, since))
+            }),
         },
     );
 }

@@ -7,6 +7,7 @@
 )]
 
 mod adoption;
+mod available_versions;
 mod behaviour;
 mod cert_manager_missing;
 mod chart_upstream_values;

@@ -16,6 +16,7 @@ mod preflight;
 pub(super) mod readiness;
 mod render;
 mod version;
+mod versions;
 
 use std::ops::ControlFlow;
 
@@ -96,6 +97,9 @@ async fn run<P: ProviderKind>(state: &mut State<'_, P>) -> Phase {
         .await?;
     readiness::report(state, &fetched, rendered, applied, pause)
         .instrument(debug_span!("phase", name = "report"))
+        .await;
+    versions::check(state, &chosen, &fetched)
+        .instrument(debug_span!("phase", name = "versions"))
         .await;
     ControlFlow::Continue(())
 }
