@@ -186,11 +186,11 @@ pub fn crd(t: ProviderType) -> Result<CustomResourceDefinition, CrdError> {
         printer_columns: json!([
             { "name": "Version", "type": "string", "jsonPath": ".spec.version", "description": "Desired version" },
             { "name": "Installed", "type": "string", "jsonPath": ".status.installedVersion", "description": "Installed version" },
+            { "name": "Patch", "type": "string", "jsonPath": ".status.availableVersions.newestPatch", "description": "The newest patch release of the installed minor version that the source offers, when newer than the installed one" },
             { "name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status", "description": "Whether the provider's controllers are available" },
             { "name": "Summary", "type": "string", "jsonPath": ".status.summary", "description": "Why the provider is not where its spec says (the Stalled or Reconciling reason, the version wanted and the one installed); empty once the spec is reached" },
             { "name": "Paused", "type": "boolean", "jsonPath": ".spec.paused", "description": "Whether the provider is paused" },
             { "name": "Deletion", "type": "string", "jsonPath": ".spec.deletionPolicy", "description": "What deleting the object does with what the provider installed: Block (when empty), Orphan or Purge" },
-            { "name": "Patch", "type": "string", "jsonPath": ".status.availableVersions.newestPatch", "description": "The newest patch release of the installed minor version that the source offers, when newer than the installed one" },
             { "name": "Contract", "type": "string", "jsonPath": ".status.contract", "priority": 1, "description": "Cluster API contract of the installed release" },
             { "name": "Newest", "type": "string", "jsonPath": ".status.availableVersions.newest", "priority": 1, "description": "The newest release the source offers, when newer than the installed one" },
             { "name": "Reason", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason", "priority": 1, "description": "Reason of the Ready condition" },

@@ -1587,12 +1587,13 @@ fn crd_schema_has_the_apis_fields_types_and_rules() -> TestResult {
     }
 
     // The other operator's status fields, and this operator's release digests (what lets its
-    // release cache be trusted; the other operator never reads them) and summary (the Summary
-    // column of `kubectl get`).
+    // release cache be trusted; the other operator never reads them), summary (the Summary
+    // column of `kubectl get`) and the newer releases the source offers.
     let status = &root["properties"]["status"];
     assert_eq!(
         keys(status),
         [
+            "availableVersions",
             "conditions",
             "contract",
             "installedVersion",
